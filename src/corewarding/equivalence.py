@@ -1,0 +1,374 @@
+"""math-verify equivalence with hard per-item timeouts, computed in worker processes.
+
+math-verify enforces its own timeouts with ``signal.alarm``, which only works in the main thread
+(in other threads it raises, or, with the timeouts disabled, a pathological input can hang for
+ever). :class:`MathVerifyChecker` therefore runs ``parse``/``verify`` with their timeouts disabled
+inside long-lived worker processes (``spawn`` context) and enforces a hard deadline per item by
+killing the worker that overruns it and starting a fresh one. It can be used from any thread.
+
+Verdicts never raise: a timeout gives ``Verdict(False, "timeout")``, an exception inside
+math-verify or a crashed worker gives ``Verdict(False, "error", message)``; both are logged and
+counted in :attr:`MathVerifyChecker.stats`.
+
+Inputs are either whole responses (anything containing ``\\boxed``, ``$`` or ``\\(``/``\\[``,
+parsed as is) or bare answers such as ``"142.0"`` or ``"(-\\infty, 3]"``, which are wrapped in
+``$...$`` first (math-verify's default extraction reads bare intervals and tuples wrongly, e.g.
+``"(1, 2)"`` as ``2``). If the wrapped string yields nothing, the raw string is parsed instead.
+
+Workers use the ``spawn`` start method, so, as with any spawn-based multiprocessing, a script that
+creates a checker at import time must guard its entry point with ``if __name__ == "__main__":``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import multiprocessing
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["MathVerifyChecker", "Verdict", "prepare_for_parse"]
+
+Status = Literal["ok", "timeout", "error"]
+
+_STARTUP_TIMEOUT_S = 120.0
+_MAX_STARTUP_FAILURES = 3
+_REPR_CHARS = 80
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of one equivalence check."""
+
+    equal: bool
+    status: Status
+    detail: str = ""
+
+
+def _short(text: str) -> str:
+    """Return a short repr of ``text`` for log messages."""
+    if len(text) <= _REPR_CHARS:
+        return repr(text)
+    return repr(text[:_REPR_CHARS]) + f"...(+{len(text) - _REPR_CHARS} chars)"
+
+
+def prepare_for_parse(text: str) -> str:
+    r"""Wrap a bare answer in ``$...$`` so math-verify's LaTeX extraction reads it whole.
+
+    Strings that already carry math delimiters or a box are returned unchanged.
+
+    >>> prepare_for_parse("(1, 2)")
+    '$(1, 2)$'
+    >>> prepare_for_parse(r"so $x=1$")
+    'so $x=1$'
+    >>> prepare_for_parse(r"\boxed{3}")
+    '\\boxed{3}'
+    """
+    unescaped = text.replace("\\$", "")
+    if any(marker in unescaped for marker in ("$", "\\boxed", "\\fbox", "\\(", "\\[")):
+        return text
+    return f"${text.strip()}$"
+
+
+# --------------------------------------------------------------------------------------------------
+# Worker side (runs in the child process)
+# --------------------------------------------------------------------------------------------------
+
+
+def _worker_compare(answer: str, gold: str) -> tuple[bool, str]:
+    """Parse both strings with math-verify's default config and verify them (no internal timeouts)."""
+    from math_verify import parse, verify
+
+    def _parse(text: str) -> list[Any]:
+        prepared = prepare_for_parse(text)
+        parsed = parse(prepared, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
+        if not parsed and prepared != text:
+            parsed = parse(text, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
+        return list(parsed)
+
+    parsed_gold = _parse(gold)
+    if not parsed_gold:
+        return False, "gold not parsed"
+    parsed_answer = _parse(answer)
+    if not parsed_answer:
+        return False, "answer not parsed"
+    return bool(verify(parsed_gold, parsed_answer, timeout_seconds=None)), ""
+
+
+def _worker_main(conn: Connection) -> None:
+    """Loop of a worker process: receive ``(task_id, answer, gold)``, reply with a verdict."""
+    import signal
+    import traceback
+
+    # Ctrl-C goes to the whole process group; the parent shuts the workers down itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        logging.getLogger("math_verify").setLevel(logging.ERROR)
+        _worker_compare("\\frac{1}{2}", "0.5")  # import and warm up before reporting ready
+    except Exception:
+        conn.send(("fatal", traceback.format_exc(limit=5)))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        task_id, answer, gold = message
+        try:
+            equal, detail = _worker_compare(answer, gold)
+            reply = ("result", task_id, equal, "ok", detail)
+        except Exception as exc:
+            reply = ("result", task_id, False, "error", f"{type(exc).__name__}: {str(exc)[:200]}")
+        conn.send(reply)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parent side
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    """One worker process and its state as seen by the parent."""
+
+    proc: BaseProcess
+    conn: Connection
+    started_at: float
+    ready: bool = False
+    task: tuple[int, float] | None = None  # (task id, deadline)
+
+
+def _stop_process(proc: BaseProcess, conn: Connection | None, graceful: bool) -> None:
+    """Stop ``proc`` (politely first if ``graceful``), reap it and close ``conn``."""
+    try:
+        if graceful and proc.is_alive() and conn is not None:
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(None)
+            proc.join(1.0)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(0.5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2.0)
+        if not proc.is_alive():
+            proc.close()
+    except ValueError:  # already closed
+        pass
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _shutdown_slots(slots: list[_Slot]) -> None:
+    """Stop every worker in ``slots`` (also used as the checker's finalizer)."""
+    while slots:
+        slot = slots.pop()
+        _stop_process(slot.proc, slot.conn, graceful=True)
+
+
+class MathVerifyChecker:
+    """math-verify equivalence with a hard per-item timeout, computed in worker processes.
+
+    Workers start on first use and are restarted when one overruns its timeout or dies.
+    Thread-safe (calls are serialised). ``close()`` stops all workers; a later call starts new ones.
+    """
+
+    def __init__(self, workers: int = 2, timeout_s: float = 5.0) -> None:
+        """Configure ``workers`` processes and a per-item timeout of ``timeout_s`` seconds."""
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        self.workers = workers
+        self.timeout_s = float(timeout_s)
+        self.stats: collections.Counter[str] = collections.Counter()
+        self._ctx = multiprocessing.get_context("spawn")
+        self._slots: list[_Slot] = []
+        self._lock = threading.RLock()
+        self._startup_failures = 0
+        self._finalizer = weakref.finalize(self, _shutdown_slots, self._slots)
+
+    # -- public API --------------------------------------------------------------------------------
+
+    def equivalent(self, answer: str, gold: str) -> Verdict:
+        """Return whether ``answer`` is mathematically equivalent to ``gold``."""
+        return self.equivalent_many([(answer, gold)])[0]
+
+    def equivalent_many(self, pairs: Sequence[tuple[str, str]]) -> list[Verdict]:
+        """Check many ``(answer, gold)`` pairs; identical pairs are scored once."""
+        index: dict[tuple[str, str], int] = {}
+        unique: list[tuple[str, str]] = []
+        keys: list[tuple[str, str]] = []
+        for answer, gold in pairs:
+            key = ("" if answer is None else str(answer), "" if gold is None else str(gold))
+            keys.append(key)
+            if key not in index:
+                index[key] = len(unique)
+                unique.append(key)
+        if not unique:
+            return []
+        with self._lock:
+            verdicts = self._run(unique)
+        return [verdicts[index[key]] for key in keys]
+
+    def close(self) -> None:
+        """Stop all worker processes (no child process is left behind)."""
+        with self._lock:
+            _shutdown_slots(self._slots)
+
+    def __enter__(self) -> MathVerifyChecker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _spawn(self) -> _Slot:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(
+            target=_worker_main, args=(child_conn,), name="math-verify-worker", daemon=True
+        )
+        proc.start()
+        child_conn.close()
+        return _Slot(proc=proc, conn=parent_conn, started_at=time.monotonic())
+
+    def _replace(self, slot: _Slot) -> None:
+        """Kill ``slot``'s worker and put a fresh one in its place."""
+        _stop_process(slot.proc, slot.conn, graceful=False)
+        self._slots[self._slots.index(slot)] = self._spawn()
+
+    def _record(self, verdict: Verdict, item: tuple[str, str]) -> Verdict:
+        self.stats[verdict.status] += 1
+        if verdict.status != "ok":
+            logger.warning(
+                "math-verify %s (%s) for answer=%s gold=%s",
+                verdict.status,
+                verdict.detail,
+                _short(item[0]),
+                _short(item[1]),
+            )
+        return verdict
+
+    def _startup_failed(self, slot: _Slot, why: str) -> None:
+        self._startup_failures += 1
+        logger.warning("math-verify worker failed to start (%s)", why)
+        if self._startup_failures >= _MAX_STARTUP_FAILURES:
+            _stop_process(slot.proc, slot.conn, graceful=False)
+            self._slots.remove(slot)
+            raise RuntimeError(f"math-verify workers keep failing to start: {why}")
+        self._replace(slot)
+
+    def _run(self, items: list[tuple[str, str]]) -> list[Verdict]:
+        results: list[Verdict | None] = [None] * len(items)
+        queue: collections.deque[int] = collections.deque()
+        for i, (answer, gold) in enumerate(items):
+            if not answer.strip() or not gold.strip():
+                results[i] = self._record(Verdict(False, "ok", "empty input"), items[i])
+            else:
+                queue.append(i)
+        if not queue:
+            return [v if v is not None else Verdict(False, "error", "lost") for v in results]
+        while len(self._slots) < self.workers:
+            self._slots.append(self._spawn())
+        try:
+            self._dispatch(items, results, queue)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, startup failure): drop busy workers so that no stale
+            # result reaches a later call; missing workers are started again on the next call.
+            for slot in [slot for slot in self._slots if slot.task is not None]:
+                _stop_process(slot.proc, slot.conn, graceful=False)
+                self._slots.remove(slot)
+            raise
+        return [v if v is not None else Verdict(False, "error", "lost") for v in results]
+
+    def _dispatch(
+        self, items: list[tuple[str, str]], results: list[Verdict | None], queue: collections.deque[int]
+    ) -> None:
+        """Feed queued items to idle workers and collect verdicts until every item has one."""
+        while queue or any(slot.task is not None for slot in self._slots):
+            for slot in list(self._slots):
+                if slot.ready and slot.task is None and queue:
+                    task_id = queue[0]
+                    try:
+                        slot.conn.send((task_id, *items[task_id]))
+                    except (OSError, ValueError):
+                        self._replace(slot)  # a dead worker; the item stays queued
+                        continue
+                    queue.popleft()
+                    slot.task = (task_id, time.monotonic() + self.timeout_s)
+
+            now = time.monotonic()
+            deadlines = [slot.task[1] for slot in self._slots if slot.task is not None]
+            deadlines += [slot.started_at + _STARTUP_TIMEOUT_S for slot in self._slots if not slot.ready]
+            wait_s = max(0.0, min(deadlines) - now) if deadlines else None
+            waitables: list[Any] = [slot.conn for slot in self._slots]
+            waitables += [slot.proc.sentinel for slot in self._slots]
+            wait(waitables, timeout=wait_s)
+
+            for slot in list(self._slots):
+                self._poll(slot, items, results)
+
+    def _poll(
+        self,
+        slot: _Slot,
+        items: list[tuple[str, str]],
+        results: list[Verdict | None],
+    ) -> None:
+        """Collect messages from ``slot`` and handle deaths, timeouts and startup failures."""
+        broken = False
+        try:
+            while slot.conn.poll():
+                message = slot.conn.recv()
+                kind = message[0]
+                if kind == "ready":
+                    slot.ready = True
+                    self._startup_failures = 0
+                elif kind == "result":
+                    _, task_id, equal, status, detail = message
+                    if slot.task is not None and slot.task[0] == task_id:
+                        results[task_id] = self._record(Verdict(bool(equal), status, detail), items[task_id])
+                        slot.task = None
+                elif kind == "fatal":
+                    _stop_process(slot.proc, slot.conn, graceful=False)
+                    self._slots.remove(slot)
+                    raise RuntimeError(f"math-verify worker could not start:\n{message[1]}")
+        except (EOFError, OSError):
+            broken = True
+
+        if broken or not slot.proc.is_alive():
+            exitcode = slot.proc.exitcode
+            if slot.task is not None:
+                task_id = slot.task[0]
+                verdict = Verdict(False, "error", f"worker died (exitcode={exitcode})")
+                results[task_id] = self._record(verdict, items[task_id])
+                slot.task = None
+                self._replace(slot)
+            elif not slot.ready:
+                self._startup_failed(slot, f"worker exited with code {exitcode}")
+            else:
+                self._replace(slot)
+            return
+
+        now = time.monotonic()
+        if slot.task is not None and now > slot.task[1]:
+            task_id = slot.task[0]
+            verdict = Verdict(False, "timeout", f"no verdict within {self.timeout_s:g}s")
+            results[task_id] = self._record(verdict, items[task_id])
+            slot.task = None
+            self._replace(slot)
+        elif not slot.ready and now > slot.started_at + _STARTUP_TIMEOUT_S:
+            self._startup_failed(slot, f"not ready after {_STARTUP_TIMEOUT_S:g}s")

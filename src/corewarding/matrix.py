@@ -1,0 +1,111 @@
+"""The checkpoint matrix: cells, and every name derived from a cell (the only place names are made)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from corewarding.config import config_dir, load_group_option
+
+DEFAULT_HUB_ORG = "TMLR-Group-HF"
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One training run of the matrix: a method on a base model and a dataset."""
+
+    method: str
+    base_model: str
+    dataset: str
+
+    @property
+    def cell_id(self) -> str:
+        """A stable, filesystem-safe id, e.g. ``co_rewarding_2__qwen3-8b-base__dapo14k``."""
+        return f"{self.method}__{self.base_model}__{self.dataset}"
+
+    def overrides(self) -> list[str]:
+        """Hydra overrides that select this cell's config options."""
+        return [f"method={self.method}", f"base_model={self.base_model}", f"dataset={self.dataset}"]
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def parse_cell_id(cell_id: str) -> Cell:
+    """Inverse of ``Cell.cell_id``."""
+    parts = cell_id.split("__")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"not a cell id (method__base_model__dataset): {cell_id!r}")
+    return Cell(*parts)
+
+
+def _hub_name(group: str, option: str) -> str:
+    return str(load_group_option(group, option)[group]["hub_name"])
+
+
+def hub_repo_id(cell: Cell, org: str = DEFAULT_HUB_ORG) -> str:
+    """The Hub repo of a cell's checkpoint: ``{org}/{Method}-{Model}-{Set}``.
+
+    >>> hub_repo_id(Cell("co_rewarding_2", "qwen3-8b-base", "dapo14k"))
+    'TMLR-Group-HF/Co-rewarding-II-Qwen3-8B-Base-DAPO14k'
+    """
+    method = _hub_name("method", cell.method)
+    model = _hub_name("base_model", cell.base_model)
+    dataset = _hub_name("dataset", cell.dataset)
+    return f"{org}/{method}-{model}-{dataset}"
+
+
+def run_dir(cell: Cell, runs_dir: str | Path = "runs") -> Path:
+    """Where a cell's checkpoints, metrics and resolved config live."""
+    return Path(runs_dir) / cell.cell_id
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A named list of cells plus the Hydra overrides every cell of it shares."""
+
+    name: str
+    cells: tuple[Cell, ...]
+    overrides: tuple[str, ...] = ()
+
+
+def load_matrix(name: str = "paper") -> Matrix:
+    """Load ``configs/matrix/{name}.yaml`` and check every cell names existing config options."""
+    path = config_dir() / "matrix" / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (config_dir() / "matrix").glob("*.yaml"))
+        raise KeyError(f"unknown matrix {name!r}; known: {', '.join(known)}")
+    raw = OmegaConf.to_container(OmegaConf.load(path))
+    assert isinstance(raw, dict)
+    cells: list[Cell] = []
+    for i, entry in enumerate(raw.get("cells") or []):
+        missing = {"method", "base_model", "dataset"} - set(entry)
+        if missing:
+            raise ValueError(f"{path}: cell {i} lacks {', '.join(sorted(missing))}")
+        cell = Cell(str(entry["method"]), str(entry["base_model"]), str(entry["dataset"]))
+        for group in ("method", "base_model", "dataset"):
+            load_group_option(group, getattr(cell, group))  # raises with the known options
+        cells.append(cell)
+    if len(set(cells)) != len(cells):
+        raise ValueError(f"{path}: duplicate cells")
+    return Matrix(str(raw.get("name", name)), tuple(cells), tuple(raw.get("overrides") or ()))
+
+
+def select_cells(
+    cells: tuple[Cell, ...] | list[Cell],
+    methods: list[str] | None = None,
+    base_models: list[str] | None = None,
+    datasets: list[str] | None = None,
+    cell_ids: list[str] | None = None,
+) -> list[Cell]:
+    """Filter cells by any of method, base model, dataset or cell id (None: no filter)."""
+    return [
+        c
+        for c in cells
+        if (not methods or c.method in methods)
+        and (not base_models or c.base_model in base_models)
+        and (not datasets or c.dataset in datasets)
+        and (not cell_ids or c.cell_id in cell_ids)
+    ]

@@ -1,0 +1,15 @@
+"""Reward methods: importing this package registers all six."""
+
+from corewarding.methods import (  # noqa: F401  (imported to register)
+    co_rewarding_1,
+    co_rewarding_2,
+    entropy,
+    gt_grpo,
+    majority_voting,
+    self_certainty,
+)
+from corewarding.methods.base import Rollout, Scored, ScoreResult
+from corewarding.methods.registry import MethodSpec, get, names, register
+from corewarding.methods.voting import Voter
+
+__all__ = ["MethodSpec", "Rollout", "ScoreResult", "Scored", "Voter", "get", "names", "register"]

@@ -1,0 +1,46 @@
+"""GT-GRPO: reward 1 when the last ``\\boxed{}`` answer equals the ground truth under the reference's strict checker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from corewarding.answers import strict_score
+from corewarding.methods.base import GroupLabel, Rollout, Scored, ScoreResult, group_indices
+from corewarding.methods.registry import MethodSpec, register
+from corewarding.methods.voting import Voter
+
+
+def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResult:
+    """Reward = ``strict_score(response, ground_truth)``; a row without ground truth gets 0 and is counted.
+
+    >>> rows = [Rollout("u", "original", "so \\\\boxed{\\\\dfrac12}", "0.5"), Rollout("u", "original", "no", None)]
+    >>> [(s.reward, s.label) for s in score(rows).scored], score(rows).missing_ground_truth
+    ([(1.0, '0.5'), (0.0, None)], 1)
+    """
+    scored: list[Scored] = []
+    groups: list[GroupLabel] = []
+    missing = 0
+    for uid, idx in group_indices(rollouts, "original").items():
+        agreeing = 0
+        for i in idx:
+            truth = rollouts[i].ground_truth
+            reward = 0.0 if truth is None else strict_score(rollouts[i].response, truth)
+            missing += truth is None
+            agreeing += reward > 0
+            scored.append(Scored(i, reward, truth))
+        truth = rollouts[idx[0]].ground_truth
+        groups.append(GroupLabel(uid, "original", truth, truth, agreeing, len(idx)))
+    scored.sort(key=lambda s: s.index)
+    return ScoreResult(scored, groups, missing)
+
+
+SPEC = register(
+    MethodSpec(
+        name="gt_grpo",
+        kind="text",
+        views=("original",),
+        rewarded_views=("original",),
+        score=score,
+        needs_ground_truth=True,
+    )
+)

@@ -1,0 +1,54 @@
+"""Method registry: ``register(name)`` refuses duplicates; ``get(name)`` lists the known names on a miss."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from corewarding.methods.base import TextScorer
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """How a reward method plugs into a trainer.
+
+    ``kind`` is ``text`` (rewards from extracted answers: ``score``) or ``logits`` (rewards from the old policy's
+    per-token logits statistics: ``sequence_reward``). ``views`` are the rollout views the method reads;
+    ``rewarded_views`` are those it trains on.
+    """
+
+    name: str
+    kind: Literal["text", "logits"]
+    views: tuple[str, ...]
+    rewarded_views: tuple[str, ...]
+    score: TextScorer | None = None
+    sequence_reward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    logits_statistic: str | None = None  # per-token statistic a logits method reads: entropy | self_certainty
+    needs_ground_truth: bool = False
+    needs_teacher: bool = False
+
+
+_REGISTRY: dict[str, MethodSpec] = {}
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    """Add a method; a second registration under the same name is an error."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"method {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get(name: str) -> MethodSpec:
+    """The registered method ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown method {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,87 @@
+"""The command line: matrix listing and rescoring rollout dumps, including bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from corewarding.cli import main
+
+
+def test_matrix_list_prints_66_cells_with_hub_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 66
+    assert "co_rewarding_2__qwen3-8b-base__dapo14k\tTMLR-Group-HF/Co-rewarding-II-Qwen3-8B-Base-DAPO14k" in lines
+
+
+def test_matrix_list_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "list", "--json", "--org", "lab"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert len(entries) == 66
+    assert {"cell_id", "method", "base_model", "dataset", "hub_repo_id"} <= set(entries[0])
+    assert entries[0]["hub_repo_id"] == "lab/GT-Qwen2.5-3B-MATH"
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def row(uid: str, view: str, answer: str, truth: str | None = "2") -> dict[str, object]:
+    return {"uid": uid, "view": view, "response": f"so \\boxed{{{answer}}}", "ground_truth": truth}
+
+
+def test_rewards_score_co_rewarding_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [row("a", "original", "2"), row("a", "rephrased", "2"), row("a", "original", "3"), row("a", "rephrased", "3"),
+            row("a", "rephrased", "2"), row("b", "original", "9", None), row("b", "rephrased", "8", None)]  # fmt: skip
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert main(["rewards", "score", "--method", "co_rewarding_1", "--input", str(src), "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    scored = [json.loads(x) for x in out.read_text().splitlines()]
+    # a: original vote "2" (first seen of a 1-1 tie), rephrased vote "2"; b: labels cross to 8 and 9
+    assert [(r["view"], r["reward"], r["label"]) for r in scored] == [
+        ("original", 1.0, "2"), ("rephrased", 1.0, "2"), ("original", 0.0, "2"), ("rephrased", 0.0, "2"),
+        ("rephrased", 1.0, "2"), ("original", 0.0, "8"), ("rephrased", 0.0, "9"),
+    ]  # fmt: skip
+    assert summary["n"] == 7 and summary["mean_reward"] == pytest.approx(3 / 7)
+    assert summary["nonempty_label_rate"] == 1.0
+    assert summary["label_accuracy"] == 1.0  # groups of a carry ground truth 2 and label 2; b has none
+
+
+def test_rewards_score_gt_and_missing_ground_truth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", [row("a", "original", "2"), row("b", "original", "2", None)])
+    out = tmp_path / "out.jsonl"
+    assert main(["rewards", "score", "--method", "gt_grpo", "--input", str(src), "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [json.loads(x)["reward"] for x in out.read_text().splitlines()] == [1.0, 0.0]
+    assert summary["missing_ground_truth"] == 1
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([row("a", "original", "1"), "{not json"], "in.jsonl:2: not JSON"),
+        ([row("a", "original", "1"), {"uid": "a", "view": "original", "response": "x"}], "in.jsonl:2: missing field"),
+        ([row("a", "teacher", "1")], "in.jsonl:1: view 'teacher' is not used"),
+        ([row("a", "original", "1"), [1, 2]], "in.jsonl:2: expected a JSON object"),
+    ],
+)
+def test_rewards_score_bad_input_names_the_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: list[object], message: str
+) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+    code = main(["rewards", "score", "--method", "majority_voting", "--input", str(src), "--output", str(out)])
+    assert code != 0
+    assert message in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.iterdir()) == [src]
+
+
+def test_rewards_score_refuses_logits_methods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", [row("a", "original", "1")])
+    code = main(["rewards", "score", "--method", "entropy", "--input", str(src), "--output", str(tmp_path / "o")])
+    assert code == 2 and "rewards from logits" in capsys.readouterr().err
