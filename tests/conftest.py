@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -28,3 +29,23 @@ def shared_data() -> Path:
 def artifacts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One artifacts folder per test session, so the tiny model and data are built once."""
     return tmp_path_factory.mktemp("artifacts")
+
+
+def _missing(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+# Hardware and optional-dependency skips, declared once by marker name.
+SKIPS = {
+    "requires_gpu": (lambda: not torch.cuda.is_available(), "needs a CUDA device (none visible)"),
+    "requires_vllm": (lambda: _missing("vllm"), "needs vllm (install the gpu extra)"),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker, (should_skip, reason) in SKIPS.items():
+            if item.get_closest_marker(marker) and should_skip():
+                item.add_marker(pytest.mark.skip(reason=reason))

@@ -239,9 +239,7 @@ class MathVerifyChecker:
 
     def _spawn(self) -> _Slot:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(
-            target=_worker_main, args=(child_conn,), name="math-verify-worker", daemon=True
-        )
+        proc = self._ctx.Process(target=_worker_main, args=(child_conn,), name="math-verify-worker", daemon=True)
         proc.start()
         child_conn.close()
         return _Slot(proc=proc, conn=parent_conn, started_at=time.monotonic())

@@ -42,9 +42,7 @@ def read_rollouts(path: Path, allowed_views: tuple[str, ...]) -> tuple[list[Roll
         if missing:
             raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
         if row["view"] not in allowed_views:
-            raise InputError(
-                f"{where}: view {row['view']!r} is not used by this method (uses {allowed_views})"
-            )
+            raise InputError(f"{where}: view {row['view']!r} is not used by this method (uses {allowed_views})")
         if not isinstance(row["response"], str):
             raise InputError(f"{where}: response must be a string")
         truth = row["ground_truth"]
@@ -69,9 +67,7 @@ def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
         raise
 
 
-def score_file(
-    method: str, input_path: Path, output_path: Path, voter: Voter | None = None
-) -> dict[str, Any]:
+def score_file(method: str, input_path: Path, output_path: Path, voter: Voter | None = None) -> dict[str, Any]:
     """Score ``input_path`` with ``method`` and write the rewarded rows with ``reward`` and ``label``."""
     spec = methods.get(method)
     if spec.kind != "text" or spec.score is None:

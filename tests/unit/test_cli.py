@@ -35,8 +35,9 @@ def row(uid: str, view: str, answer: str, truth: str | None = "2") -> dict[str, 
 
 
 def test_rewards_score_co_rewarding_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = [row("a", "original", "2"), row("a", "rephrased", "2"), row("a", "original", "3"), row("a", "rephrased", "3"),
-            row("a", "rephrased", "2"), row("b", "original", "9", None), row("b", "rephrased", "8", None)]  # fmt: skip
+    rows = [row("a", "original", "2"), row("a", "rephrased", "2"), row("a", "original", "3"),
+            row("a", "rephrased", "3"), row("a", "rephrased", "2"),
+            row("b", "original", "9", None), row("b", "rephrased", "8", None)]  # fmt: skip
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     out = tmp_path / "out.jsonl"
     assert main(["rewards", "score", "--method", "co_rewarding_1", "--input", str(src), "--output", str(out)]) == 0
@@ -65,7 +66,10 @@ def test_rewards_score_gt_and_missing_ground_truth(tmp_path: Path, capsys: pytes
     ("lines", "message"),
     [
         ([row("a", "original", "1"), "{not json"], "in.jsonl:2: not JSON"),
-        ([row("a", "original", "1"), {"uid": "a", "view": "original", "response": "x"}], "in.jsonl:2: missing field"),
+        (
+            [row("a", "original", "1"), {"uid": "a", "view": "original", "response": "x"}],
+            "in.jsonl:2: missing field",
+        ),
         ([row("a", "teacher", "1")], "in.jsonl:1: view 'teacher' is not used"),
         ([row("a", "original", "1"), [1, 2]], "in.jsonl:2: expected a JSON object"),
     ],

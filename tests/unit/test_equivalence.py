@@ -172,9 +172,7 @@ def test_benchmark_answers_agree_under_math_verify(checker: MathVerifyChecker) -
     amc, aime = benchmarks / "amc" / "test.json", benchmarks / "aime25" / "test.json"
     if not (amc.is_file() and aime.is_file()):
         pytest.skip(f"shared benchmark files under {benchmarks} are absent")
-    golds = [r["answer"] for r in json.loads(amc.read_text())] + [
-        r["answer"] for r in json.loads(aime.read_text())
-    ]
+    golds = [r["answer"] for r in json.loads(amc.read_text())] + [r["answer"] for r in json.loads(aime.read_text())]
     pairs = [(f"The answer is $\\boxed{{{int(float(g))}}}$.", g) for g in golds]
     verdicts = checker.equivalent_many(pairs)
     failed = [p for p, v in zip(pairs, verdicts, strict=True) if v != Verdict(True, "ok")]

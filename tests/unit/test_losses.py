@@ -42,7 +42,9 @@ def test_warmup_cosine_matches_the_paper_schedule() -> None:
     factors = [warmup_cosine_factor(s, total, warmup) for s in range(total + 1)]
     assert factors[0] == 0.0 and factors[warmup] == 1.0
     assert factors[8] == pytest.approx(8 / 17)
-    assert all(a >= b for a, b in zip(factors[warmup:], factors[warmup + 1 :]))  # cosine decays monotonically
+    assert all(
+        a >= b for a, b in zip(factors[warmup:-1], factors[warmup + 1 :], strict=True)
+    )  # cosine decays monotonically
     assert warmup_cosine_factor(11, 21, 1) == pytest.approx(0.5)  # half-way through the cosine
     assert factors[-1] == pytest.approx(0.0, abs=1e-12)
 

@@ -27,14 +27,23 @@ def test_paper_matrix_has_the_66_published_cells() -> None:
 @pytest.mark.parametrize(
     ("cell", "repo"),
     [
-        (Cell("co_rewarding_2", "qwen3-8b-base", "dapo14k"), "TMLR-Group-HF/Co-rewarding-II-Qwen3-8B-Base-DAPO14k"),
+        (
+            Cell("co_rewarding_2", "qwen3-8b-base", "dapo14k"),
+            "TMLR-Group-HF/Co-rewarding-II-Qwen3-8B-Base-DAPO14k",
+        ),
         (Cell("gt_grpo", "qwen2.5-3b", "math"), "TMLR-Group-HF/GT-Qwen2.5-3B-MATH"),
         (
             Cell("majority_voting", "llama-3.2-3b-instruct", "math"),
             "TMLR-Group-HF/Majority-Voting-Llama-3.2-3B-Instruct-MATH",
         ),
-        (Cell("self_certainty", "qwen3-4b-base", "openrs"), "TMLR-Group-HF/Self-Certainty-Qwen3-4B-Base-OpenRS"),
-        (Cell("co_rewarding_1", "qwen3-1.7b-base", "math"), "TMLR-Group-HF/Co-rewarding-I-Qwen3-1.7B-Base-MATH"),
+        (
+            Cell("self_certainty", "qwen3-4b-base", "openrs"),
+            "TMLR-Group-HF/Self-Certainty-Qwen3-4B-Base-OpenRS",
+        ),
+        (
+            Cell("co_rewarding_1", "qwen3-1.7b-base", "math"),
+            "TMLR-Group-HF/Co-rewarding-I-Qwen3-1.7B-Base-MATH",
+        ),
         (Cell("entropy", "qwen2.5-7b", "math"), "TMLR-Group-HF/Entropy-Qwen2.5-7B-MATH"),
     ],
 )

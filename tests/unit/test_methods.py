@@ -91,7 +91,9 @@ def test_math_verify_votes_merge_float_strings() -> None:
     from corewarding.equivalence import MathVerifyChecker
 
     with MathVerifyChecker(workers=1, timeout_s=10.0) as checker:
-        result = majority_voting.score(rows("original", ["142", "142.0", "7", "7", "142"]), Voter("math_verify", checker))
+        result = majority_voting.score(
+            rows("original", ["142", "142.0", "7", "7", "142"]), Voter("math_verify", checker)
+        )
     assert result.scored[0].label == "142"
     assert rewards(result) == [1.0, 1.0, 0.0, 0.0, 1.0]
 

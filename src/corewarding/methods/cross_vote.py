@@ -25,8 +25,6 @@ def score_by_vote(rollouts: Sequence[Rollout], voter: Voter, pairs: Sequence[tup
             label, matches = voter.vote_and_match(candidates, [answers[i] for i in idx])
             for i, match in zip(idx, matches, strict=True):
                 scored.append(Scored(i, 1.0 if match else 0.0, label))
-            groups.append(
-                GroupLabel(uid, rewarded_view, label, rollouts[idx[0]].ground_truth, sum(matches), len(idx))
-            )
+            groups.append(GroupLabel(uid, rewarded_view, label, rollouts[idx[0]].ground_truth, sum(matches), len(idx)))
     scored.sort(key=lambda s: s.index)
     return ScoreResult(scored, groups)

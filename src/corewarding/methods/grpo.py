@@ -22,9 +22,7 @@ def grpo_advantages(
     [0.5, -0.5]
     """
     if scores.dim() != 1 or len(groups) != scores.shape[0]:
-        raise ValueError(
-            f"scores must be 1-D with one group key each, got {tuple(scores.shape)} and {len(groups)}"
-        )
+        raise ValueError(f"scores must be 1-D with one group key each, got {tuple(scores.shape)} and {len(groups)}")
     members: dict[Hashable, list[int]] = {}
     for i, g in enumerate(groups):
         members.setdefault(g, []).append(i)

@@ -21,7 +21,5 @@ def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResul
 
 
 SPEC = register(
-    MethodSpec(
-        name="majority_voting", kind="text", views=("original",), rewarded_views=("original",), score=score
-    )
+    MethodSpec(name="majority_voting", kind="text", views=("original",), rewarded_views=("original",), score=score)
 )

@@ -39,9 +39,7 @@ class Voter:
         if self.checker is not None:
             self.checker.close()
 
-    def vote_and_match(
-        self, candidates: Sequence[str], targets: Sequence[str]
-    ) -> tuple[str | None, list[bool]]:
+    def vote_and_match(self, candidates: Sequence[str], targets: Sequence[str]) -> tuple[str | None, list[bool]]:
         """Majority of ``candidates`` (empty answers dropped) and, for each target, whether it matches it.
 
         >>> Voter().vote_and_match(["3", "4", "4", "3", ""], ["3", "4", ""])
@@ -90,7 +88,5 @@ def voter_from_config(vote: Any) -> Voter:
     mode = str(vote.canonicalize)
     checker = None
     if mode == "math_verify":
-        checker = MathVerifyChecker(
-            workers=int(vote.math_verify_workers), timeout_s=float(vote.math_verify_timeout_s)
-        )
+        checker = MathVerifyChecker(workers=int(vote.math_verify_workers), timeout_s=float(vote.math_verify_timeout_s))
     return Voter(mode, checker)

@@ -1,0 +1,135 @@
+"""The ``corewarding`` command: matrix listing, rescoring, training, the demo, config inspection."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+log = logging.getLogger("corewarding")
+
+
+def _matrix_list(args: argparse.Namespace) -> int:
+    from corewarding.matrix import hub_repo_id, load_matrix, run_dir
+
+    matrix = load_matrix(args.matrix)
+    entries = [
+        {
+            **c.to_dict(),
+            "cell_id": c.cell_id,
+            "hub_repo_id": hub_repo_id(c, args.org),
+            "run_dir": str(run_dir(c)),
+        }
+        for c in matrix.cells
+    ]
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    else:
+        for e in entries:
+            print(f"{e['cell_id']}\t{e['hub_repo_id']}")
+    return 0
+
+
+def _rewards_score(args: argparse.Namespace) -> int:
+    from corewarding.methods.voting import Voter, voter_from_config
+    from corewarding.rescore import InputError, score_file
+
+    vote = OmegaConf.create({"canonicalize": args.canonicalize, "math_verify_workers": 2, "math_verify_timeout_s": 5.0})
+    voter: Voter = voter_from_config(vote)
+    try:
+        summary = score_file(args.method, Path(args.input), Path(args.output), voter)
+    except (InputError, KeyError) as exc:
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    finally:
+        voter.close()
+    print(json.dumps(summary))
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from corewarding.config import compose_config
+    from corewarding.training.local import train
+
+    cfg = compose_config(args.overrides)
+    if cfg.backend != "local":
+        print(
+            f"error: backend={cfg.backend!r} is not available in this version; use backend=local",
+            file=sys.stderr,
+        )
+        return 2
+    result = train(cfg, Path(args.run_dir) if args.run_dir else None)
+    last = result.metrics[-1] if result.metrics else {}
+    print(json.dumps({"run_dir": str(result.run_dir), "steps": result.steps, "last": last}))
+    return 0
+
+
+def _config_show(args: argparse.Namespace) -> int:
+    from corewarding.config import compose_config
+
+    print(OmegaConf.to_yaml(compose_config(args.overrides)), end="")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from corewarding.demo import format_table, run_demo
+
+    rows = run_demo(args.matrix, args.runs_dir, args.overrides)
+    print(format_table(rows))
+    print(f"\nruns written under {Path(args.runs_dir).resolve()}/<cell_id>/ (metrics.jsonl, config.yaml, checkpoints/)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="corewarding", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    matrix = sub.add_parser("matrix", help="the checkpoint matrix").add_subparsers(dest="action", required=True)
+    listing = matrix.add_parser("list", help="print the cells and their Hub repo ids")
+    listing.add_argument("--matrix", default="paper", help="configs/matrix/NAME.yaml (default: paper)")
+    listing.add_argument("--org", default="TMLR-Group-HF", help="Hub organisation of the repo ids")
+    listing.add_argument("--json", action="store_true", help="a JSON list of objects")
+    listing.set_defaults(func=_matrix_list)
+
+    rewards = sub.add_parser("rewards", help="reward methods").add_subparsers(dest="action", required=True)
+    score = rewards.add_parser("score", help="rescore rollout dumps (JSON lines) with a text-based method")
+    score.add_argument("--method", required=True, help="gt_grpo, majority_voting, co_rewarding_1, co_rewarding_2")
+    score.add_argument("--input", required=True, help="JSON lines: uid, view, response, ground_truth")
+    score.add_argument("--output", required=True, help="JSON lines of the rewarded rows, with reward and label")
+    score.add_argument("--canonicalize", default="exact", choices=["exact", "normalized", "math_verify"])
+    score.set_defaults(func=_rewards_score)
+
+    trainer = sub.add_parser("train", help="train one cell: Hydra overrides, e.g. method=co_rewarding_2")
+    trainer.add_argument("overrides", nargs="*")
+    trainer.add_argument("--run-dir", default=None, help="default: {paths.runs_dir}/{cell_id}")
+    trainer.set_defaults(func=_train)
+
+    config = sub.add_parser("config", help="configuration").add_subparsers(dest="action", required=True)
+    show = config.add_parser("show", help="print the composed config for the given overrides")
+    show.add_argument("overrides", nargs="*")
+    show.set_defaults(func=_config_show)
+
+    demo = sub.add_parser("demo", help="train all six methods on the tiny model and data on CPU")
+    demo.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. schedule.total_steps=2")
+    demo.add_argument("--matrix", default="demo")
+    demo.add_argument("--runs-dir", default="runs")
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

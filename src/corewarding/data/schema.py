@@ -1,0 +1,36 @@
+"""The verl row format shared by every data set (methods.md section 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SYSTEM_PROMPT = "Let's think step by step and output the final answer within \\boxed{}."
+DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
+
+
+def make_row(question: str, ground_truth: str | None, index: int, split: str, **extra_info: Any) -> dict:
+    """Build one verl row: system instruction first, the question as the user message."""
+    return {
+        "data_source": DATA_SOURCE,
+        "prompt": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": question},
+        ],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {"index": index, "split": split, **extra_info},
+    }
+
+
+def question_of(row: dict) -> str:
+    """Return the user message (the question) of a verl row."""
+    for message in row["prompt"]:
+        if message["role"] == "user":
+            return str(message["content"])
+    raise KeyError("row has no user message")
+
+
+def ground_truth_of(row: dict) -> str | None:
+    """Return the ground-truth answer of a verl row (None when missing)."""
+    gt = row["reward_model"]["ground_truth"]
+    return None if gt is None else str(gt)

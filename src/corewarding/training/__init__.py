@@ -1,0 +1,1 @@
+"""Training backends: the one-device GRPO loop (local.py) and, later, verl."""

@@ -1,0 +1,317 @@
+"""GRPO on one device (CPU by default) driving the method cores: the embedded default and the test oracle.
+
+Per step: sample B prompts; G rollouts per prompt and view; for Co-rewarding-II, update the EMA teacher and let it
+sample the label rollouts; old and reference log-probs; rewards from the method core; GRPO advantages per (uid, view);
+one optimizer step on the PPO clip loss plus the k3 KL loss, token-mean per micro-batch, views summed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+from transformers.utils import logging as transformers_logging
+
+from corewarding import methods
+from corewarding.answers import strict_score
+from corewarding.matrix import Cell
+from corewarding.methods.co_rewarding_2 import ema_rate
+from corewarding.methods.grpo import grpo_advantages
+from corewarding.methods.voting import voter_from_config
+from corewarding.training import checkpoint as ckpt
+from corewarding.training.inputs import TrainingRows, load_base_model, load_training_rows
+from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
+from corewarding.training.rewards import score_step
+from corewarding.training.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
+from corewarding.training.teacher import ema_update
+
+log = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+
+
+@dataclass
+class RunResult:
+    """What a finished (or stopped) run leaves behind."""
+
+    run_dir: Path
+    steps: int
+    seconds: float
+    metrics: list[dict[str, Any]]
+
+
+def batch_indices(n_rows: int, batch_size: int, data_seed: int, step: int) -> list[int]:
+    """The rows of 0-based step ``step``: a seeded permutation per epoch, drop_last (the data position is the step)."""
+    per_epoch = n_rows // batch_size
+    epoch, offset = divmod(step, per_epoch)
+    generator = torch.Generator().manual_seed(data_seed)
+    for _ in range(epoch + 1):
+        perm = torch.randperm(n_rows, generator=generator)
+    return perm[offset * batch_size : (offset + 1) * batch_size].tolist()
+
+
+def total_steps(cfg: DictConfig, n_rows: int) -> int:
+    """``schedule.total_steps`` or floor(N / B) * epochs."""
+    batch = int(cfg.grpo.train_batch_size)
+    if n_rows < batch:
+        raise ValueError(f"{n_rows} training rows is fewer than grpo.train_batch_size={batch}")
+    return int(cfg.schedule.total_steps or (n_rows // batch) * int(cfg.schedule.epochs))
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    clone = copy.deepcopy(model)
+    if dtype is not None:
+        clone = clone.to(dtype)
+    clone.eval()
+    for p in clone.parameters():
+        p.requires_grad_(False)
+    return clone
+
+
+class LocalTrainer:
+    """One run of one cell on one device."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path, progress: bool = True) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.progress = progress
+        self.spec = methods.get(str(cfg.method.reward))
+        if cfg.get("torch_threads"):
+            torch.set_num_threads(int(cfg.torch_threads))
+        _seed_everything(int(cfg.seed))
+        self.policy, self.tokenizer = load_base_model(cfg)
+        self.rows: TrainingRows = load_training_rows(cfg, self.tokenizer)
+        self.total_steps = total_steps(cfg, len(self.rows.train))
+        teacher_cfg = cfg.method.get("teacher")
+        self.teacher = _frozen_copy(self.policy, torch.float32) if teacher_cfg else None
+        self.ref = self.teacher if self.teacher is not None else _frozen_copy(self.policy)
+        opt = cfg.optimizer
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(),
+            lr=opt.lr,
+            betas=tuple(opt.betas),
+            eps=opt.eps,
+            weight_decay=opt.weight_decay,
+        )
+        warmup = math.floor(float(opt.warmup_ratio) * self.total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lambda s: warmup_cosine_factor(s, self.total_steps, warmup, opt.min_lr_ratio, opt.num_cycles),
+        )
+        g = cfg.grpo
+        self.sampling = Sampling(int(g.n), int(g.max_response_length), g.temperature, g.top_p, int(g.top_k))
+        self.voter = voter_from_config(cfg.vote)
+        self.start_step = self._resume_or_start()
+
+    # ---- setup -------------------------------------------------------------------------------------------------
+    def _resume_or_start(self) -> int:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
+        latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
+        if latest is None:
+            (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
+            return 0
+        state = ckpt.load_trainer_state(latest)
+        weights = type(self.policy).from_pretrained(latest / "model", dtype=self.policy.dtype).state_dict()
+        self.policy.load_state_dict(weights)
+        ckpt.restore(latest, self.optimizer, self.scheduler, self.teacher)
+        self._truncate_metrics(state.step)
+        log.info("resumed %s from step %d", self.run_dir, state.step)
+        return state.step
+
+    def _truncate_metrics(self, step: int) -> None:
+        path = self.run_dir / METRICS_FILE
+        if path.is_file():
+            kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+            path.write_text("".join(line + "\n" for line in kept))
+
+    # ---- one step ----------------------------------------------------------------------------------------------
+    def _rollouts(self, step: int) -> tuple[dict[str, RolloutBatch], float | None]:
+        idx = batch_indices(len(self.rows.train), int(self.cfg.grpo.train_batch_size), self._data_seed(), step - 1)
+        uids = [f"s{step}-r{i}" for i in idx]
+        views = {"original": [self.rows.train[i] for i in idx]}
+        if self.rows.rephrased is not None and "rephrased" in self.spec.views:
+            views["rephrased"] = [self.rows.rephrased[i] for i in idx]
+        batches = {}
+        self.policy.eval()
+        for view, rows in views.items():
+            batches[view] = self._generate(self.policy, rows, uids, view)
+        rate = None
+        if self.teacher is not None:
+            ema = self.cfg.method.teacher.ema
+            if ema.enable and step % int(ema.update_interval) == 0:
+                rate = ema_rate(step, self.total_steps, float(ema.alpha_start), float(ema.alpha_end))
+                ema_update(self.teacher, self.policy, rate)
+            batches["teacher"] = self._generate(self.teacher, views["original"], uids, "teacher")
+        return batches, rate
+
+    def _generate(self, model: torch.nn.Module, rows: list[dict[str, Any]], uids: list[str], view: str) -> RolloutBatch:
+        prompts = chat_prompts(self.tokenizer, [r["prompt"] for r in rows])
+        truths = [r["reward_model"].get("ground_truth") for r in rows]
+        return generate(model, self.tokenizer, prompts, uids, truths, self.sampling, view)
+
+    def _data_seed(self) -> int:
+        return int(self.cfg.method.get("data_seed", self.cfg.seed))
+
+    def _micro_slices(self, n: int) -> list[slice]:
+        size = int(self.cfg.grpo.micro_batch_size)
+        return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+    @torch.no_grad()
+    def _score_tokens(self, batch: RolloutBatch) -> None:
+        temperature = float(self.cfg.grpo.temperature)
+        parts: dict[str, list[torch.Tensor]] = {
+            "old_logp": [],
+            "ref_logp": [],
+            "entropy": [],
+            "self_certainty": [],
+        }
+        for rows in self._micro_slices(len(batch.uids)):
+            logp, ent, cert = token_logprobs(self.policy, batch, rows, temperature, with_stats=True)
+            ref_logp, _, _ = token_logprobs(self.ref, batch, rows, temperature)
+            for key, value in zip(parts, (logp, ref_logp, ent, cert), strict=True):
+                parts[key].append(value)
+        batch.stats = {k: torch.cat(v) for k, v in parts.items()}
+
+    def _update(self, batches: list[RolloutBatch], advantages: list[torch.Tensor]) -> dict[str, float]:
+        """One optimizer step: per micro-batch, the views' (PPO + kl_coef * KL) token-means summed, / grad-accum."""
+        g = self.cfg.grpo
+        self.policy.train()
+        slices = self._micro_slices(len(batches[0].uids))
+        pg_total = kl_total = clip_total = 0.0
+        for rows in slices:
+            loss = torch.zeros(())
+            for batch, adv in zip(batches, advantages, strict=True):
+                mask = batch.response_mask[rows]
+                logp, _, _ = token_logprobs(self.policy, batch, rows, float(g.temperature))
+                token_adv = adv[rows].unsqueeze(-1).expand_as(logp)
+                pg, stats = ppo_clip_loss(
+                    logp, batch.stats["old_logp"][rows], token_adv, mask,
+                    g.clip_ratio_low, g.clip_ratio_high, g.clip_ratio_c,
+                )  # fmt: skip
+                kl = masked_token_mean(low_var_kl(logp, batch.stats["ref_logp"][rows]), mask)
+                loss = loss + pg + (float(g.kl_coef) * kl if g.use_kl_loss else 0.0)
+                pg_total += pg.item() / len(slices)
+                kl_total += kl.item() / len(slices)
+                clip_total += stats["clipfrac"] / len(slices)
+            (loss / len(slices)).backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), float(self.cfg.optimizer.grad_clip))
+        lr = self.scheduler.get_last_lr()[0]
+        if torch.isfinite(grad_norm):
+            self.optimizer.step()
+        else:
+            log.warning("non-finite gradient norm; optimizer step skipped")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        n_views = len(batches)
+        return {"pg_loss": pg_total / n_views, "kl_mean": kl_total / n_views, "clipfrac": clip_total / n_views,
+                "grad_norm": float(grad_norm), "lr": lr}  # fmt: skip
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        started = time.perf_counter()
+        batches, rate = self._rollouts(step)
+        trained = [b for v, b in batches.items() if v in self.spec.rewarded_views]
+        for batch in trained:
+            self._score_tokens(batch)
+        rewards, label_metrics = score_step(self.spec, batches, self.voter)
+        advantages = [
+            grpo_advantages(
+                rewards[b.view], b.uids, float(self.cfg.grpo.adv_epsilon), bool(self.cfg.grpo.norm_adv_by_std)
+            ).to(b.response_ids.device)
+            for b in trained
+        ]
+        update = self._update(trained, advantages)
+        lengths = torch.cat([b.lengths for b in trained]).float()
+        masks = torch.cat([b.response_mask.flatten() for b in trained])
+        entropy = torch.cat([b.stats["entropy"].flatten() for b in trained])
+        metrics: dict[str, Any] = {
+            "step": step,
+            "epoch": (step - 1) // max(1, len(self.rows.train) // int(self.cfg.grpo.train_batch_size)),
+            "reward_mean": float(torch.cat([rewards[b.view].cpu() for b in trained]).mean()),
+            **label_metrics,
+            "response_length_mean": float(lengths.mean()),
+            "truncation_rate": float(np.mean([t for b in trained for t in b.truncated])),
+            "entropy_mean": float(masked_token_mean(entropy, masks)),
+            **update,
+            "ema_rate": rate,
+        }
+        metrics["step_seconds"] = time.perf_counter() - started
+        return metrics
+
+    # ---- validation, the loop ----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate(self) -> float:
+        """Greedy accuracy on the validation rows under the strict ground-truth reward."""
+        self.policy.eval()
+        greedy = Sampling(1, int(self.cfg.grpo.max_response_length), greedy=True)
+        scores = []
+        for start in range(0, len(self.rows.val), 32):
+            rows = self.rows.val[start : start + 32]
+            prompts = chat_prompts(self.tokenizer, [r["prompt"] for r in rows])
+            truths = [r["reward_model"].get("ground_truth") for r in rows]
+            batch = generate(self.policy, self.tokenizer, prompts, [str(i) for i in range(len(rows))], truths, greedy)
+            scores += [0.0 if t is None else strict_score(x, t) for x, t in zip(batch.texts, truths, strict=True)]
+        return float(np.mean(scores)) if scores else 0.0
+
+    def _append_metrics(self, metrics: dict[str, Any]) -> None:
+        with (self.run_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(metrics) + "\n")
+
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        sched = self.cfg.schedule
+        if self.start_step == 0 and sched.val_before_train:
+            self._append_metrics({"step": 0, "val_accuracy": self.validate()})
+        bar = tqdm(
+            range(self.start_step + 1, self.total_steps + 1),
+            desc=f"{self.cfg.method.name}", initial=self.start_step, total=self.total_steps,
+            disable=not self.progress, leave=False,
+        )  # fmt: skip
+        for step in bar:
+            metrics = self.train_step(step)
+            if step % int(sched.test_freq) == 0 or step == self.total_steps:
+                metrics["val_accuracy"] = self.validate()
+            self._append_metrics(metrics)
+            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}")
+            if step % int(sched.save_freq) == 0 or step == self.total_steps:
+                state = ckpt.TrainerState(step, self.total_steps)
+                ckpt.save_checkpoint(
+                    self.run_dir / "checkpoints", state, self.policy, self.tokenizer,
+                    self.optimizer, self.scheduler, self.teacher,
+                )  # fmt: skip
+        lines = (self.run_dir / METRICS_FILE).read_text().splitlines()
+        return RunResult(self.run_dir, self.total_steps, time.perf_counter() - started, [json.loads(x) for x in lines])
+
+
+def cell_of(cfg: DictConfig) -> Cell:
+    return Cell(str(cfg.method.name), str(cfg.base_model.name), str(cfg.dataset.name))
+
+
+def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -> RunResult:
+    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``)."""
+    transformers_logging.disable_progress_bar()
+    from corewarding.matrix import run_dir as default_run_dir
+
+    target = run_dir or default_run_dir(cell_of(cfg), cfg.paths.runs_dir)
+    trainer = LocalTrainer(cfg, Path(target), progress=progress)
+    try:
+        return trainer.run()
+    finally:
+        trainer.voter.close()
