@@ -28,6 +28,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests

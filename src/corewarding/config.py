@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -28,7 +29,68 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides))
     OmegaConf.resolve(cfg)
+    validate_config(cfg)
     return cfg
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key."""
+
+
+# (key, predicate, requirement) for values a run cannot work with.
+_CHECKS: list[tuple[str, Any, str]] = [
+    ("backend", lambda v: v in ("local", "verl"), "one of local, verl"),
+    ("grpo.train_batch_size", lambda v: v >= 1, ">= 1"),
+    ("grpo.n", lambda v: v >= 1, ">= 1"),
+    ("grpo.micro_batch_size", lambda v: v >= 1, ">= 1"),
+    ("grpo.log_prob_micro_batch_size", lambda v: v >= 1, ">= 1"),
+    ("grpo.temperature", lambda v: v > 0, "> 0"),
+    ("grpo.top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("grpo.max_prompt_length", lambda v: v >= 1, ">= 1"),
+    ("grpo.max_response_length", lambda v: v >= 1, ">= 1"),
+    ("grpo.clip_ratio_low", lambda v: 0 <= v < 1, "in [0, 1)"),
+    ("grpo.clip_ratio_high", lambda v: v >= 0, ">= 0"),
+    ("grpo.clip_ratio_c", lambda v: v > 1, "> 1"),
+    ("grpo.kl_coef", lambda v: v >= 0, ">= 0"),
+    ("grpo.loss_agg_mode", lambda v: v == "token-mean", "token-mean (the only mode of the local backend)"),
+    ("grpo.kl_loss_type", lambda v: v == "low_var_kl", "low_var_kl (the only estimator of the local backend)"),
+    ("optimizer.lr", lambda v: v > 0, "> 0"),
+    ("optimizer.warmup_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("optimizer.grad_clip", lambda v: v > 0, "> 0"),
+    ("schedule.save_freq", lambda v: v >= 1, ">= 1"),
+    ("schedule.test_freq", lambda v: v >= 1, ">= 1"),
+    ("schedule.epochs", lambda v: v >= 1, ">= 1"),
+    (
+        "vote.canonicalize",
+        lambda v: v in ("exact", "normalized", "math_verify"),
+        "one of exact, normalized, math_verify",
+    ),
+    ("vote.math_verify_timeout_s", lambda v: v > 0, "> 0"),
+]
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts."""
+    for key, ok, requirement in _CHECKS:
+        value = OmegaConf.select(cfg, key)
+        try:
+            good = value is not None and bool(ok(value))
+        except TypeError:
+            good = False
+        if not good:
+            raise ConfigError(f"{key}={value!r}: must be {requirement}")
+    total = OmegaConf.select(cfg, "schedule.total_steps")
+    if total is not None and total < 1:
+        raise ConfigError(f"schedule.total_steps={total!r}: must be >= 1 or null")
+    teacher = OmegaConf.select(cfg, "method.teacher")
+    if teacher:
+        ema = teacher.ema
+        if not (0 <= ema.alpha_end <= 1 and 0 <= ema.alpha_start <= 1):
+            raise ConfigError(
+                f"method.teacher.ema alpha_start/alpha_end={ema.alpha_start}/{ema.alpha_end}: must be in [0, 1]"
+            )
+        if ema.update_interval < 1:
+            raise ConfigError(f"method.teacher.ema.update_interval={ema.update_interval!r}: must be >= 1")
 
 
 def load_group_option(group: str, option: str) -> DictConfig:

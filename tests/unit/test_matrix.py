@@ -93,3 +93,30 @@ def test_select_cells_and_unknown_names() -> None:
     assert len(select_cells(cells, base_models=["qwen3-8b-base"])) == 18
     with pytest.raises(KeyError, match="known: demo, paper"):
         load_matrix("nope")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("grpo.n=0", "grpo.n=0: must be >= 1"),
+        ("vote.canonicalize=fuzzy", "vote.canonicalize='fuzzy'"),
+        ("grpo.temperature=0", "grpo.temperature=0: must be > 0"),
+        ("schedule.total_steps=0", "schedule.total_steps=0"),
+        ("backend=tpu", "backend='tpu'"),
+    ],
+)
+def test_wrong_config_values_name_the_key(override: str, message: str) -> None:
+    from corewarding.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        compose_config([override])
+
+
+def test_cli_reports_config_errors_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    from corewarding.cli import main
+
+    assert main(["config", "show", "method=ppo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "co_rewarding_2_frozen_teacher" in err
+    assert main(["train", "grpo.nn=3"]) == 2
+    assert "Could not override 'grpo.nn'" in capsys.readouterr().err

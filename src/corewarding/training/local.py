@@ -170,8 +170,8 @@ class LocalTrainer:
     def _data_seed(self) -> int:
         return int(self.cfg.method.get("data_seed", self.cfg.seed))
 
-    def _micro_slices(self, n: int) -> list[slice]:
-        size = int(self.cfg.grpo.micro_batch_size)
+    @staticmethod
+    def _micro_slices(n: int, size: int) -> list[slice]:
         return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
     @torch.no_grad()
@@ -183,7 +183,7 @@ class LocalTrainer:
             "entropy": [],
             "self_certainty": [],
         }
-        for rows in self._micro_slices(len(batch.uids)):
+        for rows in self._micro_slices(len(batch.uids), int(self.cfg.grpo.log_prob_micro_batch_size)):
             logp, ent, cert = token_logprobs(self.policy, batch, rows, temperature, with_stats=True)
             ref_logp, _, _ = token_logprobs(self.ref, batch, rows, temperature)
             for key, value in zip(parts, (logp, ref_logp, ent, cert), strict=True):
@@ -194,7 +194,7 @@ class LocalTrainer:
         """One optimizer step: per micro-batch, the views' (PPO + kl_coef * KL) token-means summed, / grad-accum."""
         g = self.cfg.grpo
         self.policy.train()
-        slices = self._micro_slices(len(batches[0].uids))
+        slices = self._micro_slices(len(batches[0].uids), int(g.micro_batch_size))
         pg_total = kl_total = clip_total = 0.0
         for rows in slices:
             loss = torch.zeros(())
