@@ -52,6 +52,7 @@ _CHECKS: list[tuple[str, Any, str]] = [
     ("grpo.clip_ratio_high", lambda v: v >= 0, ">= 0"),
     ("grpo.clip_ratio_c", lambda v: v > 1, "> 1"),
     ("grpo.kl_coef", lambda v: v >= 0, ">= 0"),
+    ("grpo.entropy_coeff", lambda v: v == 0, "0 (the paper uses no entropy bonus; the local backend has none)"),
     ("grpo.loss_agg_mode", lambda v: v == "token-mean", "token-mean (the only mode of the local backend)"),
     ("grpo.kl_loss_type", lambda v: v == "low_var_kl", "low_var_kl (the only estimator of the local backend)"),
     ("optimizer.lr", lambda v: v > 0, "> 0"),
@@ -89,6 +90,8 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"method.teacher.ema alpha_start/alpha_end={ema.alpha_start}/{ema.alpha_end}: must be in [0, 1]"
             )
+        if str(teacher.dtype) not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"method.teacher.dtype={teacher.dtype!r}: must be float32, bfloat16 or float16")
         if ema.update_interval < 1:
             raise ConfigError(f"method.teacher.ema.update_interval={ema.update_interval!r}: must be >= 1")
 

@@ -25,7 +25,8 @@ def read_rollouts(path: Path, allowed_views: tuple[str, ...]) -> tuple[list[Roll
     rollouts: list[Rollout] = []
     rows: list[dict[str, Any]] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # split on "\n" only: JSON strings may hold U+2028/U+2029/U+0085, which str.splitlines() breaks on
+        lines = [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n")]
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}") from exc
     for lineno, line in enumerate(lines, start=1):

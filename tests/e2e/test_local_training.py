@@ -122,3 +122,37 @@ def test_killed_run_resumes_with_identical_metrics(method: str, artifacts_dir: P
     assert _comparable(resumed.metrics) == _comparable(straight.metrics)
     final = "checkpoints/global_step_5/model/model.safetensors"
     assert (resumed.run_dir / final).read_bytes() == (straight.run_dir / final).read_bytes()
+
+
+def test_resume_under_another_config_is_refused(artifacts_dir: Path, tmp_path: Path) -> None:
+    from corewarding.config import ConfigError
+
+    train(compose_config(tiny_overrides("majority_voting", artifacts_dir, tmp_path)), progress=False)
+    changed = compose_config(tiny_overrides("majority_voting", artifacts_dir, tmp_path, "grpo.kl_coef=0.5"))
+    with pytest.raises(ConfigError, match="checkpoints of another configuration"):
+        LocalTrainer(changed, tmp_path / "majority_voting__tiny__tiny", progress=False)
+
+
+def test_teacher_dtype_is_honoured(artifacts_dir: Path, tmp_path: Path) -> None:
+    cfg = compose_config(tiny_overrides("co_rewarding_2", artifacts_dir, tmp_path, "method.teacher.dtype=bfloat16"))
+    trainer = LocalTrainer(cfg, tmp_path / "bf16", progress=False)
+    assert trainer.teacher.dtype == torch.bfloat16 and trainer.policy.dtype == torch.float32
+    assert trainer.train_step(1)["ema_rate"] == pytest.approx(0.01)
+
+
+def test_rollouts_ignore_the_models_own_sampling_settings(artifacts_dir: Path) -> None:
+    from corewarding.tiny_model import build_tiny_model
+    from corewarding.training.inputs import load_base_model
+    from corewarding.training.rollout import Sampling, chat_prompts, generate
+
+    cfg = compose_config(tiny_overrides("gt_grpo", artifacts_dir, artifacts_dir))
+    build_tiny_model(Path(cfg.base_model.path), **dict(cfg.base_model.tiny))
+    model, tokenizer = load_base_model(cfg)
+    prompts = chat_prompts(tokenizer, [[{"role": "user", "content": "What is 3 + 4?"}]])
+    outputs = []
+    for penalty in (1.0, 50.0):  # a model config that would reshape the distribution must not leak in
+        model.generation_config.repetition_penalty = penalty
+        model.generation_config.no_repeat_ngram_size = 0 if penalty == 1.0 else 1
+        torch.manual_seed(0)
+        outputs.append(generate(model, tokenizer, prompts, ["u"], ["7"], Sampling(4, 16)).response_ids)
+    assert torch.equal(outputs[0], outputs[1])

@@ -89,3 +89,18 @@ def test_rewards_score_refuses_logits_methods(tmp_path: Path, capsys: pytest.Cap
     src = write_jsonl(tmp_path / "in.jsonl", [row("a", "original", "1")])
     code = main(["rewards", "score", "--method", "entropy", "--input", str(src), "--output", str(tmp_path / "o")])
     assert code == 2 and "rewards from logits" in capsys.readouterr().err
+
+
+def test_rewards_score_keeps_unicode_line_separators_inside_strings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # U+2028 is legal raw inside a JSON string; str.splitlines() would cut the line there
+    rows = [{"uid": "a", "view": "original", "response": "x\u2028y \\boxed{2}\u0085", "ground_truth": "2"}]
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(rows[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["rewards", "score", "--method", "gt_grpo", "--input", str(src), "--output", str(out)]) == 0
+    again = tmp_path / "again.jsonl"
+    assert main(["rewards", "score", "--method", "gt_grpo", "--input", str(out), "--output", str(again)]) == 0
+    scored = json.loads(again.read_text(encoding="utf-8").split("\n")[0])
+    assert scored["reward"] == 1.0 and scored["response"] == rows[0]["response"]

@@ -103,13 +103,15 @@ def test_select_cells_and_unknown_names() -> None:
         ("grpo.temperature=0", "grpo.temperature=0: must be > 0"),
         ("schedule.total_steps=0", "schedule.total_steps=0"),
         ("backend=tpu", "backend='tpu'"),
+        ("grpo.entropy_coeff=0.01", "grpo.entropy_coeff=0.01: must be 0"),
+        ("method=co_rewarding_2 method.teacher.dtype=int8", "method.teacher.dtype='int8'"),
     ],
 )
 def test_wrong_config_values_name_the_key(override: str, message: str) -> None:
     from corewarding.config import ConfigError
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        compose_config([override])
+        compose_config(override.split())
 
 
 def test_cli_reports_config_errors_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:

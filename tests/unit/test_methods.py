@@ -52,6 +52,16 @@ def test_gt_reward_without_ground_truth_is_zero_and_counted() -> None:
     assert [s.label for s in result.scored] == [None, None, "7"]
 
 
+def test_blank_ground_truth_counts_as_missing() -> None:
+    result = gt_grpo.score([Rollout("u", "original", "\\boxed{}", ""), Rollout("u", "original", "\\boxed{ }", " ")])
+    assert rewards(result) == [0.0, 0.0] and result.missing_ground_truth == 2
+
+
+def test_normalized_votes_ignore_answers_that_normalise_to_nothing() -> None:
+    label, matches = Voter("normalized").vote_and_match(["\\!", "\\!", "5"], ["\\$", " \n", "5"])
+    assert label == "5" and matches == [False, False, True]
+
+
 def test_float_string_ground_truth_never_matches_under_strict_gt() -> None:
     # the AMC caveat of methods.md section 2: "142.0" never equals "142" with the reference checker
     assert rewards(gt_grpo.score(rows("original", ["142"], truth="142.0"))) == [0.0]

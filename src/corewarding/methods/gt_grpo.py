@@ -13,6 +13,9 @@ from corewarding.methods.voting import Voter
 def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResult:
     """Reward = ``strict_score(response, ground_truth)``; a row without ground truth gets 0 and is counted.
 
+    A blank ground truth counts as missing. (The reference would score an empty ``\\boxed{}`` 1 against it; MATH
+    train has two such rows.)
+
     >>> rows = [Rollout("u", "original", "so \\\\boxed{\\\\dfrac12}", "0.5"), Rollout("u", "original", "no", None)]
     >>> [(s.reward, s.label) for s in score(rows).scored], score(rows).missing_ground_truth
     ([(1.0, '0.5'), (0.0, None)], 1)
@@ -24,8 +27,9 @@ def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResul
         agreeing = 0
         for i in idx:
             truth = rollouts[i].ground_truth
-            reward = 0.0 if truth is None else strict_score(rollouts[i].response, truth)
-            missing += truth is None
+            absent = truth is None or not truth.strip()
+            reward = 0.0 if absent else strict_score(rollouts[i].response, truth)
+            missing += absent
             agreeing += reward > 0
             scored.append(Scored(i, reward, truth))
         truth = rollouts[idx[0]].ground_truth

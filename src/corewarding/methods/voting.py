@@ -55,6 +55,9 @@ class Voter:
         if self.mode == "math_verify":
             return self._vote_math_verify(votes, targets)
         key = (lambda a: a) if self.mode == "exact" else _normalized
+        votes = [a for a in votes if key(a)]  # an answer that normalises to nothing ("\\!") is no vote
+        if not votes:
+            return None, [False] * len(targets)
         counts: dict[str, int] = {}
         first: dict[str, str] = {}
         for a in votes:
@@ -62,7 +65,7 @@ class Voter:
             counts[k] = counts.get(k, 0) + 1
             first.setdefault(k, a)
         winner = max(counts, key=lambda k: counts[k])  # max keeps the first of equal counts (insertion order)
-        return first[winner], [bool(t) and key(t) == winner for t in targets]
+        return first[winner], [bool(t and t.strip()) and key(t) == winner for t in targets]
 
     def _vote_math_verify(self, votes: list[str], targets: Sequence[str]) -> tuple[str | None, list[bool]]:
         assert self.checker is not None

@@ -25,16 +25,23 @@ class TrainerState:
 
     step: int
     total_steps: int
+    config_hash: str = ""  # of the training-relevant config; a resume under another config is refused
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """Every generator sampling draws from: torch CPU and CUDA, Python, NumPy."""
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def save_checkpoint(
@@ -88,9 +95,9 @@ def restore(
     teacher: torch.nn.Module | None = None,
 ) -> None:
     """Load optimiser, scheduler, teacher and RNG state (the model is loaded from ``path/model`` by the caller)."""
-    blob = torch.load(path / "trainer.pt", weights_only=False)
+    blob = torch.load(path / "trainer.pt", weights_only=False, map_location="cpu")
     optimizer.load_state_dict(blob["optimizer"])
     scheduler.load_state_dict(blob["scheduler"])
     if teacher is not None:
-        teacher.load_state_dict(torch.load(path / "teacher.pt"))
+        teacher.load_state_dict(torch.load(path / "teacher.pt", map_location="cpu"))
     set_rng_state(blob["rng"])

@@ -8,6 +8,7 @@ one optimizer step on the PPO clip loss plus the k3 KL loss, token-mean per micr
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import math
@@ -25,6 +26,7 @@ from transformers.utils import logging as transformers_logging
 
 from corewarding import methods
 from corewarding.answers import strict_score
+from corewarding.config import ConfigError
 from corewarding.matrix import Cell
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
@@ -69,6 +71,12 @@ def total_steps(cfg: DictConfig, n_rows: int) -> int:
     return int(cfg.schedule.total_steps or (n_rows // batch) * int(cfg.schedule.epochs))
 
 
+def training_config_hash(cfg: DictConfig) -> str:
+    """A hash of everything that shapes training (not where files go, not thread counts)."""
+    relevant = {k: v for k, v in OmegaConf.to_container(cfg).items() if k not in ("paths", "torch_threads")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     random.seed(seed)
@@ -100,7 +108,7 @@ class LocalTrainer:
         self.rows: TrainingRows = load_training_rows(cfg, self.tokenizer)
         self.total_steps = total_steps(cfg, len(self.rows.train))
         teacher_cfg = cfg.method.get("teacher")
-        self.teacher = _frozen_copy(self.policy, torch.float32) if teacher_cfg else None
+        self.teacher = _frozen_copy(self.policy, getattr(torch, str(teacher_cfg.dtype))) if teacher_cfg else None
         self.ref = self.teacher if self.teacher is not None else _frozen_copy(self.policy)
         opt = cfg.optimizer
         self.optimizer = torch.optim.AdamW(
@@ -123,12 +131,17 @@ class LocalTrainer:
     # ---- setup -------------------------------------------------------------------------------------------------
     def _resume_or_start(self) -> int:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
         latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
         if latest is None:
+            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
             return 0
         state = ckpt.load_trainer_state(latest)
+        if state.config_hash != training_config_hash(self.cfg):
+            raise ConfigError(
+                f"{self.run_dir} holds checkpoints of another configuration (its config.yaml); "
+                "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
+            )
         weights = type(self.policy).from_pretrained(latest / "model", dtype=self.policy.dtype).state_dict()
         self.policy.load_state_dict(weights)
         ckpt.restore(latest, self.optimizer, self.scheduler, self.teacher)
@@ -291,7 +304,7 @@ class LocalTrainer:
             self._append_metrics(metrics)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}")
             if step % int(sched.save_freq) == 0 or step == self.total_steps:
-                state = ckpt.TrainerState(step, self.total_steps)
+                state = ckpt.TrainerState(step, self.total_steps, training_config_hash(self.cfg))
                 ckpt.save_checkpoint(
                     self.run_dir / "checkpoints", state, self.policy, self.tokenizer,
                     self.optimizer, self.scheduler, self.teacher,

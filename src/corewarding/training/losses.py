@@ -29,7 +29,7 @@ def ppo_clip_loss(
     >>> round(loss.item(), 4)  # (-1.2 + 0.8 + 3.0) / 3: clipped gain, clipped loss, dual-clipped loss
     0.8667
     """
-    ratio = torch.exp(logp - old_logp)
+    ratio = torch.exp(torch.clamp(logp - old_logp, min=-20.0, max=20.0))  # as verl: no overflow to inf/NaN
     loss_unclipped = -advantages * ratio
     loss_clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     clipped = torch.maximum(loss_unclipped, loss_clipped)

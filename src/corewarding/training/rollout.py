@@ -7,6 +7,17 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+NEUTRAL_SAMPLING: dict[str, object] = {
+    "num_beams": 1,
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "min_new_tokens": 0,
+    "typical_p": 1.0,
+    "min_p": 0.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+}
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -67,13 +78,16 @@ def generate(
     """``sampling.n`` responses per prompt, interleaved (prompt 0 x n, prompt 1 x n, ...)."""
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     n = 1 if sampling.greedy else sampling.n
-    kwargs: dict[str, object] = {"do_sample": False}
+    # Pin every setting that reshapes the sampling distribution: unset ones would come from the model's own
+    # generation_config (a repetition_penalty, say) and make the rollouts off-policy for the log-prob pass.
+    kwargs: dict[str, object] = {"do_sample": False, **NEUTRAL_SAMPLING}
     if not sampling.greedy:
         kwargs = {
             "do_sample": True,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "top_k": sampling.top_k if sampling.top_k > 0 else 0,
+            **NEUTRAL_SAMPLING,
         }
     configured = model.generation_config.eos_token_id
     configured = configured if isinstance(configured, list) else [configured]
