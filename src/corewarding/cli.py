@@ -39,7 +39,9 @@ def _rewards_score(args: argparse.Namespace) -> int:
     from corewarding.methods.voting import Voter, voter_from_config
     from corewarding.rescore import InputError, score_file
 
-    vote = OmegaConf.create({"canonicalize": args.canonicalize, "math_verify_workers": 2, "math_verify_timeout_s": 5.0})
+    vote = OmegaConf.create(
+        {"canonicalize": args.canonicalize, "math_verify_workers": 2, "math_verify_timeout_s": args.math_verify_timeout}
+    )
     voter: Voter = voter_from_config(vote)
     try:
         summary = score_file(args.method, Path(args.input), Path(args.output), voter)
@@ -103,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--input", required=True, help="JSON lines: uid, view, response, ground_truth")
     score.add_argument("--output", required=True, help="JSON lines of the rewarded rows, with reward and label")
     score.add_argument("--canonicalize", default="exact", choices=["exact", "normalized", "math_verify"])
+    score.add_argument(
+        "--math-verify-timeout", type=float, default=5.0, help="seconds per comparison before it counts as unequal"
+    )
     score.set_defaults(func=_rewards_score)
 
     trainer = sub.add_parser("train", help="train one cell: Hydra overrides, e.g. method=co_rewarding_2")

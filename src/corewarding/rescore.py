@@ -77,4 +77,9 @@ def score_file(method: str, input_path: Path, output_path: Path, voter: Voter | 
     result = spec.score(rollouts, voter or Voter())
     out = [{**rows[s.index], "reward": s.reward, "label": s.label} for s in result.scored]
     write_jsonl_atomic(output_path, out)
-    return summarize(result)
+    summary: dict[str, Any] = summarize(result)
+    counts = voter.checker_counts() if voter else {}
+    if counts:  # pathological answers are counted as not equal and reported here
+        summary["math_verify_timeouts"] = counts.get("timeout", 0)
+        summary["math_verify_errors"] = counts.get("error", 0)
+    return summary

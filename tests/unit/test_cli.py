@@ -104,3 +104,30 @@ def test_rewards_score_keeps_unicode_line_separators_inside_strings(
     assert main(["rewards", "score", "--method", "gt_grpo", "--input", str(out), "--output", str(again)]) == 0
     scored = json.loads(again.read_text(encoding="utf-8").split("\n")[0])
     assert scored["reward"] == 1.0 and scored["response"] == rows[0]["response"]
+
+
+def test_rewards_score_math_verify_counts_pathological_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a power tower that makes sympy explode: it must time out, count as "not equal", and be reported
+    tower = "9^{9^{9^{9^{9}}}}"
+    rows = [row("a", "original", "142.0"), row("a", "original", "142"), row("a", "original", "142"),
+            row("b", "original", tower), row("b", "original", "1"), row("b", "original", "1")]  # fmt: skip
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    args = [
+        "rewards",
+        "score",
+        "--method",
+        "majority_voting",
+        "--canonicalize",
+        "math_verify",
+        "--math-verify-timeout",
+        "1",
+    ]
+    assert main([*args, "--input", str(src), "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    scored = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["reward"] for r in scored] == [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]  # 142.0 joins 142; the tower is alone
+    assert scored[3]["label"] == "1"
+    assert summary["math_verify_timeouts"] >= 1 and summary["math_verify_errors"] == 0

@@ -34,6 +34,10 @@ class Voter:
         self.mode = mode
         self.checker = checker
 
+    def checker_counts(self) -> dict[str, int]:
+        """math-verify verdicts so far by status (ok/timeout/error); empty unless mode is math_verify."""
+        return dict(self.checker.stats) if self.checker is not None else {}
+
     def close(self) -> None:
         """Stop the math-verify workers, if any."""
         if self.checker is not None:

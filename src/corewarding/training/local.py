@@ -265,6 +265,10 @@ class LocalTrainer:
             **update,
             "ema_rate": rate,
         }
+        counts = self.voter.checker_counts()
+        if counts:  # cumulative math-verify timeouts/errors: each counted as "not equal", never fatal
+            metrics["math_verify_timeouts"] = counts.get("timeout", 0)
+            metrics["math_verify_errors"] = counts.get("error", 0)
         metrics["step_seconds"] = time.perf_counter() - started
         return metrics
 
