@@ -107,7 +107,7 @@ def test_killed_run_resumes_with_identical_metrics(method: str, artifacts_dir: P
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
     latest = run_dir / "checkpoints" / "latest"
     deadline = time.monotonic() + 120
-    while not (latest.is_file() and latest.read_text() == "global_step_2"):
+    while not latest.is_file():  # killed right after its first checkpoint (step 2; step 4 under heavy load)
         assert proc.poll() is None, f"run ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
         assert time.monotonic() < deadline, "no checkpoint within 120 s"
         time.sleep(0.02)

@@ -53,7 +53,10 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """Read a verl-format parquet; a missing file or column is an error naming it."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (prepare the data first: corewarding data prepare)")
-    frame = pd.read_parquet(path)
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"{path}: cannot read parquet ({exc})") from exc
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
