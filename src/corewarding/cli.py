@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="train all six methods on the tiny model and data on CPU")
     demo.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. schedule.total_steps=2")
     demo.add_argument("--matrix", default="demo")
-    demo.add_argument("--runs-dir", default="runs")
+    demo.add_argument("--runs-dir", default="runs/demo", help="apart from runs/ so single-cell runs never collide")
     demo.set_defaults(func=_demo)
     return parser
 

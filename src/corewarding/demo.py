@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ def summarize_run(method: str, metrics: list[dict[str, Any]], seconds: float) ->
 
 
 def run_demo(
-    matrix: str = "demo", runs_dir: str | Path = "runs", overrides: Sequence[str] = (), progress: bool = True
+    matrix: str = "demo", runs_dir: str | Path = "runs/demo", overrides: Sequence[str] = (), progress: bool = True
 ) -> list[DemoRow]:
     """Train every cell of ``matrix`` with the local backend; fresh runs (earlier demo runs are replaced)."""
     spec = load_matrix(matrix)
@@ -67,8 +68,6 @@ def run_demo(
 
 def _clear_checkpoints(run_dir: Path) -> None:
     """The demo always trains from scratch, so a rerun shows the same figures."""
-    import shutil
-
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
 
 
