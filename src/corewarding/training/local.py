@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 from transformers.utils import logging as transformers_logging
 
-from corewarding import methods
+from corewarding import matrix, methods
 from corewarding.answers import strict_score
 from corewarding.config import ConfigError
 from corewarding.matrix import Cell
@@ -126,6 +126,7 @@ class LocalTrainer:
         g = cfg.grpo
         self.sampling = Sampling(int(g.n), int(g.max_response_length), g.temperature, g.top_p, int(g.top_k))
         self.voter = voter_from_config(cfg.vote)
+        self.config_hash = training_config_hash(cfg)
         self.start_step = self._resume_or_start()
 
     # ---- setup -------------------------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class LocalTrainer:
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
             return 0
         state = ckpt.load_trainer_state(latest)
-        if state.config_hash != training_config_hash(self.cfg):
+        if state.config_hash != self.config_hash:
             raise ConfigError(
                 f"{self.run_dir} holds checkpoints of another configuration (its config.yaml); "
                 "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
@@ -175,10 +176,17 @@ class LocalTrainer:
             batches["teacher"] = self._generate(self.teacher, views["original"], uids, "teacher")
         return batches, rate
 
-    def _generate(self, model: torch.nn.Module, rows: list[dict[str, Any]], uids: list[str], view: str) -> RolloutBatch:
+    def _generate(
+        self,
+        model: torch.nn.Module,
+        rows: list[dict[str, Any]],
+        uids: list[str],
+        view: str,
+        sampling: Sampling | None = None,
+    ) -> RolloutBatch:
         prompts = chat_prompts(self.tokenizer, [r["prompt"] for r in rows])
         truths = [r["reward_model"].get("ground_truth") for r in rows]
-        return generate(model, self.tokenizer, prompts, uids, truths, self.sampling, view)
+        return generate(model, self.tokenizer, prompts, uids, truths, sampling or self.sampling, view)
 
     def _data_seed(self) -> int:
         return int(self.cfg.method.get("data_seed", self.cfg.seed))
@@ -281,10 +289,10 @@ class LocalTrainer:
         scores = []
         for start in range(0, len(self.rows.val), 32):
             rows = self.rows.val[start : start + 32]
-            prompts = chat_prompts(self.tokenizer, [r["prompt"] for r in rows])
-            truths = [r["reward_model"].get("ground_truth") for r in rows]
-            batch = generate(self.policy, self.tokenizer, prompts, [str(i) for i in range(len(rows))], truths, greedy)
-            scores += [0.0 if t is None else strict_score(x, t) for x, t in zip(batch.texts, truths, strict=True)]
+            batch = self._generate(self.policy, rows, [str(i) for i in range(len(rows))], "original", greedy)
+            scores += [
+                0.0 if t is None else strict_score(x, t) for x, t in zip(batch.texts, batch.ground_truths, strict=True)
+            ]
         return float(np.mean(scores)) if scores else 0.0
 
     def _append_metrics(self, metrics: dict[str, Any]) -> None:
@@ -308,7 +316,7 @@ class LocalTrainer:
             self._append_metrics(metrics)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}")
             if step % int(sched.save_freq) == 0 or step == self.total_steps:
-                state = ckpt.TrainerState(step, self.total_steps, training_config_hash(self.cfg))
+                state = ckpt.TrainerState(step, self.total_steps, self.config_hash)
                 ckpt.save_checkpoint(
                     self.run_dir / "checkpoints", state, self.policy, self.tokenizer,
                     self.optimizer, self.scheduler, self.teacher,
@@ -324,9 +332,7 @@ def cell_of(cfg: DictConfig) -> Cell:
 def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -> RunResult:
     """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``)."""
     transformers_logging.disable_progress_bar()
-    from corewarding.matrix import run_dir as default_run_dir
-
-    target = run_dir or default_run_dir(cell_of(cfg), cfg.paths.runs_dir)
+    target = run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir)
     trainer = LocalTrainer(cfg, Path(target), progress=progress)
     try:
         return trainer.run()
