@@ -74,6 +74,7 @@ def test_every_method_trains_two_steps(method: str, artifacts_dir: Path, tmp_pat
     assert (checkpoint / "model" / "model.safetensors").is_file() and (checkpoint / "trainer.pt").is_file()
     assert (checkpoint / "teacher.pt").is_file() == method.startswith("co_rewarding_2")
     assert (result.run_dir / "config.yaml").read_text().count(f"name: {method}") == 1
+    assert json.loads((result.run_dir / "inputs.json").read_text())["dropped"] == {"prompt_too_long": 0}
     written = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert written == result.metrics
 
@@ -156,3 +157,14 @@ def test_rollouts_ignore_the_models_own_sampling_settings(artifacts_dir: Path) -
         torch.manual_seed(0)
         outputs.append(generate(model, tokenizer, prompts, ["u"], ["7"], Sampling(4, 16)).response_ids)
     assert torch.equal(outputs[0], outputs[1])
+
+
+def test_overlong_prompts_are_dropped_pairwise_and_reported(artifacts_dir: Path, tmp_path: Path) -> None:
+    # tiny originals are 35-39 tokens and rephrasings 46-54: a 50-token limit drops the pairs whose rephrasing is long
+    cfg = compose_config(tiny_overrides("co_rewarding_1", artifacts_dir, tmp_path, "grpo.max_prompt_length=50"))
+    trainer = LocalTrainer(cfg, tmp_path / "run", progress=False)
+    report = json.loads((tmp_path / "run" / "inputs.json").read_text())
+    dropped = report["dropped"]["prompt_too_long"]
+    assert 0 < dropped < 64
+    assert report["train_rows"] == report["rephrased_rows"] == 64 - dropped == len(trainer.rows.train)
+    assert len(trainer.rows.rephrased) == len(trainer.rows.train)

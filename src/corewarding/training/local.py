@@ -132,6 +132,7 @@ class LocalTrainer:
     # ---- setup -------------------------------------------------------------------------------------------------
     def _resume_or_start(self) -> int:
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_inputs_report()
         latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
         if latest is None:
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
@@ -149,6 +150,17 @@ class LocalTrainer:
         self._truncate_metrics(state.step)
         log.info("resumed %s from step %d", self.run_dir, state.step)
         return state.step
+
+    def _write_inputs_report(self) -> None:
+        """``inputs.json``: the rows this run trains and validates on, and the rows dropped with the reason."""
+        report = {
+            "train_rows": len(self.rows.train),
+            "rephrased_rows": None if self.rows.rephrased is None else len(self.rows.rephrased),
+            "val_rows": len(self.rows.val),
+            "dropped": self.rows.dropped,
+            "total_steps": self.total_steps,
+        }
+        (self.run_dir / "inputs.json").write_text(json.dumps(report, indent=2) + "\n")
 
     def _truncate_metrics(self, step: int) -> None:
         path = self.run_dir / METRICS_FILE
