@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     from corewarding.results.cli import add_subcommands as add_results_subcommands
 
     add_results_subcommands(sub)
+
+    from corewarding.evaluation.cli import add_subcommands as add_evaluation_subcommands
+
+    add_evaluation_subcommands(sub)
     return parser
 
 

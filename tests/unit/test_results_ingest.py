@@ -169,7 +169,7 @@ def test_eval_files_are_checked_and_a_failure_keeps_the_previous_rows(tmp_path: 
         (20, "math500", 0.6),
     ]
     eval_frame(checker=["strict", "strict", "lenient"]).to_parquet(run / "eval" / "metrics.parquet")
-    with pytest.raises(EvalFileError, match=r"metrics.parquet: row 3: checker must be strict or math_verify"):
+    with pytest.raises(EvalFileError, match=r"metrics.parquet: row 3: checker must be one of strict, math_verify"):
         ingest(db, [tmp_path / "runs"])
     eval_frame(value=[0.5, 70.0, 0.6]).to_parquet(run / "eval" / "metrics.parquet")
     with pytest.raises(EvalFileError, match=r"row 2: pass@k / avg@k / maj@k values must be fractions"):

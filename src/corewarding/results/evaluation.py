@@ -1,6 +1,6 @@
 """Evaluation outputs of a run (``eval/metrics.parquet``, ``eval/samples.parquet``) loaded into the store.
 
-metrics.parquet: step (null = the base model), benchmark, checker (strict | math_verify), metric (pass@1, avg@8,
+metrics.parquet: step (null = the base model), benchmark, checker (strict | math_verify; lm_eval | livecodebench | crux for external benchmarks), metric (pass@1, avg@8,
 pass@8, maj@8 ...), value (a fraction in [0, 1] for those), ci_low, ci_high, n (samples per problem), num_problems,
 temperature, seed, model_revision. samples.parquet: step, benchmark, problem_id, sample_index, response,
 extracted_answer, correct_strict, correct_math_verify, length (tokens), truncated. Extra columns are ignored; optional
@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-CHECKERS = ("strict", "math_verify")
+# strict / math_verify: the math harness; the others: the external benchmarks' own tools (IFEval, MMLU-Pro, code)
+CHECKERS = ("strict", "math_verify", "lm_eval", "livecodebench", "crux")
 KEY_SQL = "regexp_replace(lower(benchmark), '[^a-z0-9]', '', 'g')"  # = reference.benchmark_key
 
 # (column, SQL type, required): the load order is the store's column order after run_id.
@@ -86,7 +87,7 @@ def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
     _load(con, path, METRIC_COLUMNS)
     checks = [
         ("benchmark IS NULL OR metric IS NULL OR checker IS NULL", "benchmark, checker and metric must be set"),
-        ("checker NOT IN ('strict', 'math_verify')", "checker must be strict or math_verify"),
+        (f"checker NOT IN ({', '.join(repr(c) for c in CHECKERS)})", f"checker must be one of {', '.join(CHECKERS)}"),
         (
             "regexp_matches(metric, '^(pass|avg|maj)@[0-9]+$') AND (value < 0 OR value > 1)",
             "pass@k / avg@k / maj@k values must be fractions in [0, 1]",

@@ -1,0 +1,79 @@
+"""A unit of an external benchmark (IFEval, MMLU-Pro, LiveCodeBench, CRUX): run its tool, store its numbers.
+
+Its metric rows use the tool as the ``checker`` (``lm_eval``, ``livecodebench``, ``crux``) and carry no per-sample
+records (the tool's own full output is kept beside them). When the tool is not installed the unit is skipped with the
+tool's message and nothing is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from corewarding.evaluation.harness import UnitOutcome
+from corewarding.evaluation.outputs import write_unit_outputs
+from corewarding.evaluation.targets import Target
+from corewarding.evaluation.units import UnitPaths, digest
+
+log = logging.getLogger(__name__)
+
+
+def external_material(cfg: DictConfig, target: Target) -> dict[str, object]:
+    """Everything that shapes an external benchmark's result."""
+    return {
+        "model_revision": target.revision,
+        "benchmark": OmegaConf.to_container(cfg.benchmark),
+        "backend": str(cfg.generation.backend),
+        "seed": int(cfg.seed),
+    }
+
+
+def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> UnitOutcome:
+    """Run one external benchmark for one target, unless it is done or its tool is missing."""
+    from corewarding.evaluation.external import missing_reason, run_external
+
+    spec = cfg.benchmark
+    name = str(spec.name)
+    paths = UnitPaths(units_dir / target.label / name)
+    key = digest(external_material(cfg, target))
+    if paths.is_done(key, key):
+        return UnitOutcome(target.step, name, "unchanged")
+    reason = missing_reason(name)
+    if reason is not None:
+        log.warning("skipping %s: %s", name, reason)
+        return UnitOutcome(target.step, name, "skipped", message=reason)
+    backend = "vllm" if cfg.generation.backend == "vllm" else "hf"
+    result = run_external(
+        name,
+        target.model_path,
+        paths.root / "tool_output",
+        backend=backend,
+        temperature=float(spec.temperature),
+        max_new_tokens=int(spec.max_new_tokens),
+        seed=int(cfg.seed),
+        limit=None if spec.limit is None else int(spec.limit),
+        options=OmegaConf.to_container(spec.options) if spec.get("options") else None,  # type: ignore[arg-type]
+    )
+    rows = [
+        {
+            "step": target.step,
+            "benchmark": name,
+            "checker": result.tool,
+            "metric": metric,
+            "value": value,
+            "ci_low": value - 1.96 * result.stderr[metric] if metric in result.stderr else None,
+            "ci_high": value + 1.96 * result.stderr[metric] if metric in result.stderr else None,
+            "n": int(spec.n),
+            "num_problems": result.num_problems,
+            "temperature": float(spec.temperature),
+            "seed": int(cfg.seed),
+            "model_revision": target.revision,
+            "model": target.model_path,
+        }
+        for metric, value in result.metrics.items()
+    ]
+    record = {"generation_key": key, "scoring_key": key, "tool": result.tool, "tool_version": result.tool_version}
+    write_unit_outputs(paths, None, rows, record)
+    return UnitOutcome(target.step, name, "evaluated", metrics=dict(result.metrics))

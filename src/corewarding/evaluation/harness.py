@@ -1,0 +1,187 @@
+"""Evaluate targets (checkpoint steps or models) on benchmarks: generate, score, aggregate, resume, combine.
+
+Every (target, benchmark) unit is keyed by what shaped its generations (model revision, data, sampling, backend,
+seed) and by how they are scored (checkers, metrics, bootstrap). A unit whose keys match is not touched again, so a
+rerun with unchanged inputs loads no model and writes nothing; a change of scoring alone rescores the stored
+generations; an interrupted generation resumes at its first unfinished chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from corewarding.evaluation.benchmarks import Problem, load_problems
+from corewarding.evaluation.generation import Generator, SamplingSettings, load_generator
+from corewarding.evaluation.outputs import metric_row, sample_rows, write_unit_outputs
+from corewarding.evaluation.targets import Target
+from corewarding.evaluation.units import UnitPaths, digest
+from corewarding.training.run_record import file_sha256
+
+log = logging.getLogger(__name__)
+
+GeneratorFactory = Callable[[DictConfig, str], Generator]
+
+
+@dataclass
+class UnitOutcome:
+    """What happened to one unit: evaluated, rescored, unchanged or skipped, and its headline numbers."""
+
+    step: int | None
+    benchmark: str
+    status: str
+    message: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class ModelHandle:
+    """A target's generator, loaded on first use (a unit with nothing to generate never loads the model)."""
+
+    def __init__(self, target: Target, factory: GeneratorFactory) -> None:
+        self.target = target
+        self.factory = factory
+        self._generator: Generator | None = None
+        self._cfg: DictConfig | None = None
+
+    def get(self, cfg: DictConfig) -> Generator:
+        if self._generator is not None and self._cfg is not None and self._cfg.generation != cfg.generation:
+            self.close()
+        if self._generator is None:
+            log.info("loading %s (%s) with %s", self.target.model_path, self.target.label, cfg.generation.backend)
+            self._generator = self.factory(cfg, self.target.model_path)
+            self._cfg = cfg
+        return self._generator
+
+    def close(self) -> None:
+        if self._generator is not None:
+            self._generator.close()
+            self._generator = None
+
+
+def sampling_of(cfg: DictConfig) -> SamplingSettings:
+    spec = cfg.benchmark
+    temperature = float(spec.temperature)
+    n = 1 if temperature == 0 else int(spec.n)
+    return SamplingSettings(n, temperature, float(spec.top_p), int(spec.max_new_tokens))
+
+
+def generation_material(cfg: DictConfig, target: Target, data_path: Path) -> dict[str, Any]:
+    """Everything that shapes the generated responses of a unit."""
+    spec = cfg.benchmark
+    return {
+        "model_revision": target.revision,
+        "data_sha256": file_sha256(data_path),
+        "benchmark": {k: spec[k] for k in ("name", "system_prompt", "answer_field", "limit")},
+        "sampling": sampling_of(cfg).__dict__,
+        "generation": OmegaConf.to_container(cfg.generation),
+        "seed": int(cfg.seed),
+        "chunk_size": int(cfg.chunk_size),
+    }
+
+
+def scoring_material(cfg: DictConfig) -> dict[str, Any]:
+    """Everything that turns generations into verdicts and metrics."""
+    return {
+        "checkers": list(cfg.checkers),
+        "math_verify_timeout_s": float(cfg.math_verify.timeout_s),
+        "metrics": list(cfg.benchmark.metrics),
+        "bootstrap": OmegaConf.to_container(cfg.bootstrap),
+        "seed": int(cfg.seed),
+    }
+
+
+def generate_unit(
+    paths: UnitPaths, key: str, problems: list[Problem], cfg: DictConfig, handle: ModelHandle
+) -> list[dict[str, Any]]:
+    """All generations of a unit, chunk by chunk; finished chunks of an earlier attempt are reused."""
+    sampling = sampling_of(cfg)
+    size = int(cfg.chunk_size)
+    rows: list[dict[str, Any]] = []
+    for index in range(math.ceil(len(problems) / size)):
+        chunk = paths.read_chunk(key, index)
+        if chunk is None:
+            part = problems[index * size : (index + 1) * size]
+            completions = handle.get(cfg).generate([p.messages for p in part], sampling, int(cfg.seed) + index)
+            chunk = [
+                {
+                    "problem_id": problem.problem_id,
+                    "sample_index": i,
+                    "response": c.text,
+                    "length": c.num_tokens,
+                    "finish_reason": c.finish_reason,
+                }
+                for problem, samples in zip(part, completions, strict=True)
+                for i, c in enumerate(samples)
+            ]
+            paths.write_chunk(key, index, chunk)
+            log.info("%s: chunk %d done (%d problems)", paths.root, index, len(part))
+        rows += chunk
+    return rows
+
+
+def evaluate_math_unit(
+    cfg: DictConfig, target: Target, units_dir: Path, handle: ModelHandle, checker: Any
+) -> UnitOutcome:
+    """Generate (or reuse), score and aggregate one math benchmark for one target."""
+    name = str(cfg.benchmark.name)
+    problems, data_path = load_problems(cfg)
+    paths = UnitPaths(units_dir / target.label / name)
+    gen_material = generation_material(cfg, target, data_path)
+    gen_key, score_key = digest(gen_material), digest(scoring_material(cfg))
+    if paths.is_done(gen_key, score_key):
+        return UnitOutcome(target.step, name, "unchanged")
+    status = "rescored"
+    if not paths.has_generations(gen_key):
+        rows = generate_unit(paths, gen_key, problems, cfg, handle)
+        paths.commit_generations(gen_key, rows, gen_material)
+        status = "evaluated"
+    generations = paths.read_generations()
+    samples, counts = sample_rows(cfg, target, problems, generations, checker)
+    metrics = [metric_row(cfg, target, problems, samples, checker_name, metric) for checker_name, metric in _pairs(cfg)]
+    write_unit_outputs(paths, samples, metrics, {"generation_key": gen_key, "scoring_key": score_key, "counts": counts})
+    headline = {f"{m['metric']}/{m['checker']}": m["value"] for m in metrics}
+    return UnitOutcome(target.step, name, status, metrics=headline, counts=counts)
+
+
+def _pairs(cfg: DictConfig) -> list[tuple[str, str]]:
+    return [(str(c), str(m)) for c in cfg.checkers for m in cfg.benchmark.metrics]
+
+
+def evaluate_targets(
+    targets: Sequence[Target],
+    configs: Sequence[DictConfig],
+    out_dir: Path,
+    generator_factory: GeneratorFactory = load_generator,
+) -> list[UnitOutcome]:
+    """Evaluate every target on every benchmark config, then combine all units into ``out_dir/eval``."""
+    from corewarding.equivalence import MathVerifyChecker
+    from corewarding.evaluation.external_units import evaluate_external_unit
+    from corewarding.evaluation.outputs import combine_units
+
+    units_dir = out_dir / "eval" / "units"
+    first = configs[0]
+    checker = MathVerifyChecker(int(first.math_verify.workers), float(first.math_verify.timeout_s))
+    outcomes: list[UnitOutcome] = []
+    try:
+        for target in targets:
+            handle = ModelHandle(target, generator_factory)
+            try:
+                for cfg in configs:
+                    if cfg.benchmark.kind == "external":
+                        outcomes.append(evaluate_external_unit(cfg, target, units_dir))
+                    else:
+                        outcomes.append(evaluate_math_unit(cfg, target, units_dir, handle, checker))
+                    log.info("%s %s: %s", target.label, cfg.benchmark.name, outcomes[-1].status)
+            finally:
+                handle.close()
+    finally:
+        checker.close()
+    combine_units(out_dir)
+    return outcomes

@@ -1,0 +1,151 @@
+"""What gets evaluated: a model (Hub id or folder) or every saved checkpoint step of a run, with its revision.
+
+A target's ``revision`` pins exactly which weights were evaluated: a Hub id resolves to its commit, a folder to a
+fingerprint of its files (names, sizes and content hashes; files over 64 MiB hash their first and last MiB).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
+
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
+_WHOLE_FILE_LIMIT = 64 * 2**20
+_EDGE = 2**20
+
+
+@dataclass(frozen=True)
+class Target:
+    """One set of weights to evaluate: the checkpoint step it is (None: not a run checkpoint), where it loads from."""
+
+    step: int | None
+    model_path: str
+    revision: str
+
+    @property
+    def label(self) -> str:
+        return "base" if self.step is None else f"step_{self.step}"
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if size <= _WHOLE_FILE_LIMIT:
+            digest.update(handle.read())
+        else:
+            digest.update(handle.read(_EDGE))
+            handle.seek(size - _EDGE)
+            digest.update(handle.read(_EDGE))
+    return digest.hexdigest()
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """A content fingerprint of a model folder (weights, config, tokenizer): ``sha256:<16 hex>``."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise FileNotFoundError(f"{folder}: an empty model folder")
+    for path in files:
+        rel = path.relative_to(folder).as_posix()
+        digest.update(f"{rel}\0{path.stat().st_size}\0{_file_digest(path)}\n".encode())
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+def resolve_hub_model(repo_id: str) -> tuple[str, str]:
+    """The local snapshot folder of a Hub model and its commit (downloaded unless HF_HUB_OFFLINE=1 and cached)."""
+    from huggingface_hub import snapshot_download
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    try:
+        folder = snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline)
+    except Exception as exc:  # offline and not cached, unknown repo, network: all end the same way
+        raise FileNotFoundError(f"model {repo_id!r}: not a local folder and not loadable from the Hub ({exc})") from exc
+    return folder, Path(folder).name
+
+
+def model_target(model: str, step: int | None = None) -> Target:
+    """A target for a local model folder or a Hub id."""
+    path = Path(model)
+    if path.is_dir():
+        return Target(step, str(path), folder_fingerprint(path))
+    if path.exists() or model.startswith((".", "/")) or model.count("/") != 1:
+        raise FileNotFoundError(f"model {model!r}: not a model folder and not a Hub id (org/name)")
+    folder, commit = resolve_hub_model(model)
+    return Target(step, folder, f"{model}@{commit}")
+
+
+def _saved_steps(checkpoints: Path) -> dict[int, Path]:
+    """Complete checkpoints by step: local (``global_step_N/model``) or verl (``global_step_N/actor``)."""
+    found: dict[int, Path] = {}
+    if not checkpoints.is_dir():
+        return found
+    for child in checkpoints.iterdir():
+        match = STEP_DIR.match(child.name)
+        if not match:
+            continue
+        if (child / "model" / "config.json").is_file():
+            found[int(match.group(1))] = child / "model"
+        elif (child / "actor" / "fsdp_config.json").is_file():
+            found[int(match.group(1))] = child / "actor"
+    return found
+
+
+def _hf_folder(run_dir: Path, step: int, saved: Path) -> Path:
+    """A transformers-loadable folder for a saved step (a verl actor checkpoint is merged once, into hf/)."""
+    if saved.name == "model":
+        return saved
+    merged = run_dir / "hf" / f"global_step_{step}"
+    if not (merged / "config.json").is_file():
+        from corewarding.training.verl.merge import merge_checkpoint
+
+        log.info("merging %s into %s", saved, merged)
+        merge_checkpoint(run_dir, step)
+    return merged
+
+
+def select_steps(available: list[int], steps: str) -> list[int]:
+    """``all``, ``last``, or a comma-separated list of steps (each must be saved)."""
+    if steps == "all":
+        return available
+    if steps == "last":
+        return available[-1:]
+    try:
+        wanted = [int(s) for s in steps.split(",") if s.strip()]
+    except ValueError as exc:
+        raise ValueError(f"--steps {steps!r}: expected all, last, or steps like 10,20") from exc
+    missing = [s for s in wanted if s not in available]
+    if missing:
+        raise FileNotFoundError(f"no checkpoint for step(s) {missing}; saved steps: {available}")
+    return wanted
+
+
+def base_model_target(run_dir: Path) -> Target:
+    """The run's base model (the "before RL" row), from its saved config."""
+    from corewarding.training.inputs import base_model_source
+
+    config = run_dir / "config.yaml"
+    if not config.is_file():
+        raise FileNotFoundError(f"{config}: no such file (the base model is read from the run's config)")
+    return model_target(base_model_source(OmegaConf.load(config)))  # type: ignore[arg-type]
+
+
+def run_targets(run_dir: Path, steps: str = "all", include_base: bool = False) -> list[Target]:
+    """The targets of a run: its saved checkpoint steps (and its base model first, when asked)."""
+    saved = _saved_steps(run_dir / "checkpoints")
+    if not saved:
+        raise FileNotFoundError(f"{run_dir / 'checkpoints'}: no saved checkpoint (global_step_N/model or /actor)")
+    targets = [base_model_target(run_dir)] if include_base else []
+    for step in select_steps(sorted(saved), steps):
+        folder = _hf_folder(run_dir, step, saved[step])
+        targets.append(Target(step, str(folder), folder_fingerprint(folder)))
+    return targets
