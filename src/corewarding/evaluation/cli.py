@@ -54,11 +54,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         targets = run_targets(out_dir, args.steps, args.include_base)
     outcomes = evaluate_targets(targets, configs, out_dir)
     print(format_outcomes(outcomes))
-    skipped = [o for o in outcomes if o.status == "skipped"]
-    print(f"\nresults: {out_dir / 'eval' / 'metrics.parquet'} and samples.parquet ({len(skipped)} skipped)")
+    skipped = sum(o.status == "skipped" for o in outcomes)
+    failed = sum(o.status == "failed" for o in outcomes)
+    print(f"\nresults: {out_dir / 'eval'}/metrics.parquet and samples.parquet ({skipped} skipped, {failed} failed)")
     if args.json:
         print(json.dumps([o.__dict__ for o in outcomes]))
-    return 0
+    return 1 if failed else 0
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -174,14 +174,18 @@ def evaluate_targets(
             handle = ModelHandle(target, generator_factory)
             try:
                 for cfg in configs:
-                    if cfg.benchmark.kind == "external":
-                        outcomes.append(evaluate_external_unit(cfg, target, units_dir))
-                    else:
-                        outcomes.append(evaluate_math_unit(cfg, target, units_dir, handle, checker))
+                    try:
+                        if cfg.benchmark.kind == "external":
+                            outcomes.append(evaluate_external_unit(cfg, target, units_dir))
+                        else:
+                            outcomes.append(evaluate_math_unit(cfg, target, units_dir, handle, checker))
+                    except Exception as exc:  # one unit's failure (data, model, tool) does not stop the others
+                        log.exception("%s %s failed", target.label, cfg.benchmark.name)
+                        outcomes.append(UnitOutcome(target.step, str(cfg.benchmark.name), "failed", f"error: {exc}"))
                     log.info("%s %s: %s", target.label, cfg.benchmark.name, outcomes[-1].status)
             finally:
                 handle.close()
     finally:
         checker.close()
-    combine_units(out_dir)
+        combine_units(out_dir)  # whatever units are complete, also after an interruption
     return outcomes

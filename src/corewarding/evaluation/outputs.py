@@ -155,6 +155,8 @@ def combine_units(out_dir: Path) -> bool:
     """Write ``eval/metrics.parquet`` and ``eval/samples.parquet`` from every complete unit; False if unchanged."""
     eval_dir = out_dir / "eval"
     units = _complete_units(eval_dir / "units")
+    if not units:
+        return False
     fingerprint = digest([(str(root.relative_to(eval_dir)), record) for root, record in units])
     index = read_json(eval_dir / "index.json")
     outputs = [eval_dir / "metrics.parquet", eval_dir / "samples.parquet"]
