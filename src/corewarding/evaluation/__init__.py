@@ -1,0 +1,1 @@
+"""Evaluation: benchmarks, generation, scoring, metrics, the evaluate command."""
