@@ -3,7 +3,7 @@
 math-verify enforces its own timeouts with ``signal.alarm``, which only works in the main thread
 (in other threads it raises, or, with the timeouts disabled, a pathological input can hang for
 ever). :class:`MathVerifyChecker` therefore runs ``parse``/``verify`` with their timeouts disabled
-inside long-lived worker processes (``spawn`` context) and enforces a hard deadline per item by
+inside long-lived worker processes and enforces a hard deadline per item by
 killing the worker that overruns it and starting a fresh one. It can be used from any thread.
 
 Verdicts never raise: a timeout gives ``Verdict(False, "timeout")``, an exception inside
@@ -25,8 +25,12 @@ queue for a fresh worker, so one pathological item never costs the others their 
 does not change verdicts: parsing is deterministic, and :func:`compare_in_process` (the plain,
 uncached path a sequential loop would take) gives the same verdicts (``benchmarks/eval_perf.py``).
 
-Workers use the ``spawn`` start method, so, as with any spawn-based multiprocessing, a script that
-creates a checker at import time must guard its entry point with ``if __name__ == "__main__":``.
+Workers are forked by multiprocessing's ``forkserver``, which preloads
+:mod:`corewarding.math_verify_preload` (math-verify imported and its parser caches warmed once), so a
+worker, or the replacement of a killed one, starts warm in milliseconds; the forkserver process lives
+as long as the parent. Where there is no forkserver, workers are spawned and warm up themselves. As
+with any spawn/forkserver multiprocessing, a script that creates a checker at import time must guard
+its entry point with ``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
@@ -86,6 +90,16 @@ def _batches(items: list[tuple[str, str]], todo: list[int], workers: int) -> col
     )
 
 
+def _worker_context() -> Any:  # a ForkServerContext or a SpawnContext
+    """The ``forkserver`` context preloading warm math-verify (``spawn`` where there is no forkserver)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # Process-wide: takes effect if the forkserver is not running yet; otherwise workers simply warm up themselves.
+    ctx.set_forkserver_preload(["corewarding.math_verify_preload"])
+    return ctx
+
+
 @dataclass
 class _Slot:
     """One worker process and its state as seen by the parent."""
@@ -143,7 +157,7 @@ class MathVerifyChecker:
         self.workers = workers
         self.timeout_s = float(timeout_s)
         self.stats: collections.Counter[str] = collections.Counter()
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = _worker_context()
         self._slots: list[_Slot] = []
         self._lock = threading.RLock()
         self._startup_failures = 0

@@ -14,9 +14,26 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["ParseCache", "compare_in_process", "parse_math", "prepare_for_parse", "worker_main"]
+__all__ = ["ParseCache", "compare_in_process", "parse_math", "prepare_for_parse", "warm_up", "worker_main"]
 
 Parser = Callable[[str], list[Any]]
+
+# Typical answer shapes: parsing them fills the LaTeX parser's prediction caches (ANTLR's DFA), which otherwise
+# make the first few hundred parses of a fresh process several times slower.
+_WARM_UP = [
+    ("\\frac{1}{2}", "0.5"),
+    ("\\dfrac{3\\sqrt{2}}{4}", "\\frac{3}{4}\\sqrt2"),
+    ("(-\\infty, 3]", "[1, 2)"),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "(1,2)"),
+    ("\\{1, 2\\}", "3, 5, 7"),
+    ("x = 5", "y = 2x + 1"),
+    ("90^\\circ", "10\\%"),
+    ("\\text{Evelyn}", "\\text{(C)}"),
+    ("6 - 5i", "52_8"),
+    ("x^2 + 2x + 1", "(x+1)^2"),
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "2\\pi"),
+    ("\\sqrt{51}", "-\\frac{14}{3}"),
+]
 
 
 def prepare_for_parse(text: str) -> str:
@@ -91,6 +108,20 @@ def compare_in_process(answer: str, gold: str, parse: Parser = parse_math) -> tu
     return bool(verify(parsed_gold, parsed_answer, timeout_seconds=None)), ""
 
 
+_warmed_up = False
+
+
+def warm_up() -> None:
+    """Import math-verify and run it on typical answers (fills the parser caches of this process; once)."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    for answer, gold in _WARM_UP:
+        compare_in_process(answer, gold)
+    _warmed_up = True
+
+
 def worker_main(conn: Connection) -> None:
     """Loop of a worker process: receive a batch ``[(task_id, answer, gold), ...]``, reply once per item."""
     import signal
@@ -100,8 +131,7 @@ def worker_main(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     cache = ParseCache()
     try:
-        logging.getLogger("math_verify").setLevel(logging.ERROR)
-        compare_in_process("\\frac{1}{2}", "0.5")  # import and warm up before reporting ready
+        warm_up()  # done already when the forkserver warmed up before forking this worker
     except Exception:
         conn.send(("fatal", traceback.format_exc(limit=5)))
         return
