@@ -3,7 +3,7 @@
 math-verify enforces its own timeouts with ``signal.alarm``, which only works in the main thread
 (in other threads it raises, or, with the timeouts disabled, a pathological input can hang for
 ever). :class:`MathVerifyChecker` therefore runs ``parse``/``verify`` with their timeouts disabled
-inside long-lived worker processes (``spawn`` context) and enforces a hard deadline per item by
+inside long-lived worker processes and enforces a hard deadline per item by
 killing the worker that overruns it and starting a fresh one. It can be used from any thread.
 
 Verdicts never raise: a timeout gives ``Verdict(False, "timeout")``, an exception inside
@@ -15,8 +15,22 @@ parsed as is) or bare answers such as ``"142.0"`` or ``"(-\\infty, 3]"``, which 
 ``$...$`` first (math-verify's default extraction reads bare intervals and tuples wrongly, e.g.
 ``"(1, 2)"`` as ``2``). If the wrapped string yields nothing, the raw string is parsed instead.
 
-Workers use the ``spawn`` start method, so, as with any spawn-based multiprocessing, a script that
-creates a checker at import time must guard its entry point with ``if __name__ == "__main__":``.
+Throughput: identical pairs are scored once per call; the distinct pairs are grouped by gold and sent
+to the workers in small batches (one message per batch, one reply per item); each worker keeps a
+bounded cache of parsed strings, so a gold shared by many samples is parsed once per worker. The
+hard timeout stays per item: the deadline of an item starts when the previous item of its batch
+replied. When a worker overruns it (or dies), the item it was working on gets the timeout (error)
+verdict, the worker is killed, and the batch's items without a verdict go back to the front of the
+queue for a fresh worker, so one pathological item never costs the others their verdicts. Caching
+does not change verdicts: parsing is deterministic, and :func:`compare_in_process` (the plain,
+uncached path a sequential loop would take) gives the same verdicts (``benchmarks/eval_perf.py``).
+
+Workers are forked by multiprocessing's ``forkserver``, which preloads
+:mod:`corewarding.math_verify_preload` (math-verify imported and its parser caches warmed once), so a
+worker, or the replacement of a killed one, starts warm in milliseconds; the forkserver process lives
+as long as the parent. Where there is no forkserver, workers are spawned and warm up themselves. As
+with any spawn/forkserver multiprocessing, a script that creates a checker at import time must guard
+its entry point with ``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
@@ -29,20 +43,24 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, Literal
 
+from corewarding.math_verify_worker import compare_in_process, prepare_for_parse, worker_main
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["MathVerifyChecker", "Verdict", "prepare_for_parse"]
+__all__ = ["MathVerifyChecker", "Verdict", "compare_in_process", "prepare_for_parse"]
 
 Status = Literal["ok", "timeout", "error"]
 
 _STARTUP_TIMEOUT_S = 120.0
 _MAX_STARTUP_FAILURES = 3
 _REPR_CHARS = 80
+_MAX_BATCH = 32  # items per message to a worker
+_BATCHES_PER_WORKER = 4  # small calls use smaller batches so that every worker gets work
 
 
 @dataclass(frozen=True)
@@ -61,82 +79,25 @@ def _short(text: str) -> str:
     return repr(text[:_REPR_CHARS]) + f"...(+{len(text) - _REPR_CHARS} chars)"
 
 
-def prepare_for_parse(text: str) -> str:
-    r"""Wrap a bare answer in ``$...$`` so math-verify's LaTeX extraction reads it whole.
-
-    Strings that already carry math delimiters or a box are returned unchanged.
-
-    >>> prepare_for_parse("(1, 2)")
-    '$(1, 2)$'
-    >>> prepare_for_parse(r"so $x=1$")
-    'so $x=1$'
-    >>> prepare_for_parse(r"\boxed{3}")
-    '\\boxed{3}'
-    """
-    unescaped = text.replace("\\$", "")
-    if any(marker in unescaped for marker in ("$", "\\boxed", "\\fbox", "\\(", "\\[")):
-        return text
-    return f"${text.strip()}$"
+def _batches(items: list[tuple[str, str]], todo: list[int], workers: int) -> collections.deque[list[int]]:
+    """Split the item ids ``todo`` into batches of one gold each (so a worker's gold parse is reused)."""
+    size = max(1, min(_MAX_BATCH, len(todo) // (_BATCHES_PER_WORKER * workers)))
+    by_gold: dict[str, list[int]] = {}
+    for i in todo:
+        by_gold.setdefault(items[i][1], []).append(i)
+    return collections.deque(
+        group[start : start + size] for group in by_gold.values() for start in range(0, len(group), size)
+    )
 
 
-# --------------------------------------------------------------------------------------------------
-# Worker side (runs in the child process)
-# --------------------------------------------------------------------------------------------------
-
-
-def _worker_compare(answer: str, gold: str) -> tuple[bool, str]:
-    """Parse both strings with math-verify's default config and verify them (no internal timeouts)."""
-    from math_verify import parse, verify
-
-    def _parse(text: str) -> list[Any]:
-        prepared = prepare_for_parse(text)
-        parsed = parse(prepared, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
-        if not parsed and prepared != text:
-            parsed = parse(text, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
-        return list(parsed)
-
-    parsed_gold = _parse(gold)
-    if not parsed_gold:
-        return False, "gold not parsed"
-    parsed_answer = _parse(answer)
-    if not parsed_answer:
-        return False, "answer not parsed"
-    return bool(verify(parsed_gold, parsed_answer, timeout_seconds=None)), ""
-
-
-def _worker_main(conn: Connection) -> None:
-    """Loop of a worker process: receive ``(task_id, answer, gold)``, reply with a verdict."""
-    import signal
-    import traceback
-
-    # Ctrl-C goes to the whole process group; the parent shuts the workers down itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        logging.getLogger("math_verify").setLevel(logging.ERROR)
-        _worker_compare("\\frac{1}{2}", "0.5")  # import and warm up before reporting ready
-    except Exception:
-        conn.send(("fatal", traceback.format_exc(limit=5)))
-        return
-    conn.send(("ready",))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        task_id, answer, gold = message
-        try:
-            equal, detail = _worker_compare(answer, gold)
-            reply = ("result", task_id, equal, "ok", detail)
-        except Exception as exc:
-            reply = ("result", task_id, False, "error", f"{type(exc).__name__}: {str(exc)[:200]}")
-        conn.send(reply)
-
-
-# --------------------------------------------------------------------------------------------------
-# Parent side
-# --------------------------------------------------------------------------------------------------
+def _worker_context() -> Any:  # a ForkServerContext or a SpawnContext
+    """The ``forkserver`` context preloading warm math-verify (``spawn`` where there is no forkserver)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # Process-wide: takes effect if the forkserver is not running yet; otherwise workers simply warm up themselves.
+    ctx.set_forkserver_preload(["corewarding.math_verify_preload"])
+    return ctx
 
 
 @dataclass
@@ -147,7 +108,8 @@ class _Slot:
     conn: Connection
     started_at: float
     ready: bool = False
-    task: tuple[int, float] | None = None  # (task id, deadline)
+    pending: collections.deque[int] = field(default_factory=collections.deque)  # sent, no verdict yet, in order
+    deadline: float = 0.0  # for pending[0]
 
 
 def _stop_process(proc: BaseProcess, conn: Connection | None, graceful: bool) -> None:
@@ -195,7 +157,7 @@ class MathVerifyChecker:
         self.workers = workers
         self.timeout_s = float(timeout_s)
         self.stats: collections.Counter[str] = collections.Counter()
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx = _worker_context()
         self._slots: list[_Slot] = []
         self._lock = threading.RLock()
         self._startup_failures = 0
@@ -224,6 +186,16 @@ class MathVerifyChecker:
             verdicts = self._run(unique)
         return [verdicts[index[key]] for key in keys]
 
+    def start(self) -> None:
+        """Start the workers now and wait until they are ready (otherwise the first call does it)."""
+        with self._lock:
+            while len(self._slots) < self.workers:
+                self._slots.append(self._spawn())
+            while not all(slot.ready for slot in self._slots):
+                wait([slot.conn for slot in self._slots] + [slot.proc.sentinel for slot in self._slots], timeout=1.0)
+                for slot in list(self._slots):
+                    self._poll(slot, [], [], collections.deque())
+
     def close(self) -> None:
         """Stop all worker processes (no child process is left behind)."""
         with self._lock:
@@ -239,7 +211,7 @@ class MathVerifyChecker:
 
     def _spawn(self) -> _Slot:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child_conn,), name="math-verify-worker", daemon=True)
+        proc = self._ctx.Process(target=worker_main, args=(child_conn,), name="math-verify-worker", daemon=True)
         proc.start()
         child_conn.close()
         return _Slot(proc=proc, conn=parent_conn, started_at=time.monotonic())
@@ -272,45 +244,45 @@ class MathVerifyChecker:
 
     def _run(self, items: list[tuple[str, str]]) -> list[Verdict]:
         results: list[Verdict | None] = [None] * len(items)
-        queue: collections.deque[int] = collections.deque()
+        todo: list[int] = []
         for i, (answer, gold) in enumerate(items):
             if not answer.strip() or not gold.strip():
                 results[i] = self._record(Verdict(False, "ok", "empty input"), items[i])
             else:
-                queue.append(i)
-        if not queue:
-            return [v if v is not None else Verdict(False, "error", "lost") for v in results]
-        while len(self._slots) < self.workers:
-            self._slots.append(self._spawn())
-        try:
-            self._dispatch(items, results, queue)
-        except BaseException:
-            # Interrupted (KeyboardInterrupt, startup failure): drop busy workers so that no stale
-            # result reaches a later call; missing workers are started again on the next call.
-            for slot in [slot for slot in self._slots if slot.task is not None]:
-                _stop_process(slot.proc, slot.conn, graceful=False)
-                self._slots.remove(slot)
-            raise
+                todo.append(i)
+        if todo:
+            while len(self._slots) < self.workers:
+                self._slots.append(self._spawn())
+            try:
+                self._dispatch(items, results, _batches(items, todo, self.workers))
+            except BaseException:
+                # Interrupted (KeyboardInterrupt, startup failure): drop busy workers so that no stale
+                # result reaches a later call; missing workers are started again on the next call.
+                for slot in [slot for slot in self._slots if slot.pending]:
+                    _stop_process(slot.proc, slot.conn, graceful=False)
+                    self._slots.remove(slot)
+                raise
         return [v if v is not None else Verdict(False, "error", "lost") for v in results]
 
     def _dispatch(
-        self, items: list[tuple[str, str]], results: list[Verdict | None], queue: collections.deque[int]
+        self, items: list[tuple[str, str]], results: list[Verdict | None], queue: collections.deque[list[int]]
     ) -> None:
-        """Feed queued items to idle workers and collect verdicts until every item has one."""
-        while queue or any(slot.task is not None for slot in self._slots):
+        """Feed queued batches to idle workers and collect verdicts until every item has one."""
+        while queue or any(slot.pending for slot in self._slots):
             for slot in list(self._slots):
-                if slot.ready and slot.task is None and queue:
-                    task_id = queue[0]
+                if slot.ready and not slot.pending and queue:
+                    batch = queue[0]
                     try:
-                        slot.conn.send((task_id, *items[task_id]))
+                        slot.conn.send([(task_id, *items[task_id]) for task_id in batch])
                     except (OSError, ValueError):
-                        self._replace(slot)  # a dead worker; the item stays queued
+                        self._replace(slot)  # a dead worker; the batch stays queued
                         continue
                     queue.popleft()
-                    slot.task = (task_id, time.monotonic() + self.timeout_s)
+                    slot.pending.extend(batch)
+                    slot.deadline = time.monotonic() + self.timeout_s
 
             now = time.monotonic()
-            deadlines = [slot.task[1] for slot in self._slots if slot.task is not None]
+            deadlines = [slot.deadline for slot in self._slots if slot.pending]
             deadlines += [slot.started_at + _STARTUP_TIMEOUT_S for slot in self._slots if not slot.ready]
             wait_s = max(0.0, min(deadlines) - now) if deadlines else None
             waitables: list[Any] = [slot.conn for slot in self._slots]
@@ -318,13 +290,30 @@ class MathVerifyChecker:
             wait(waitables, timeout=wait_s)
 
             for slot in list(self._slots):
-                self._poll(slot, items, results)
+                self._poll(slot, items, results, queue)
+
+    def _fail_head(
+        self,
+        slot: _Slot,
+        verdict: Verdict,
+        items: list[tuple[str, str]],
+        results: list[Verdict | None],
+        queue: collections.deque[list[int]],
+    ) -> None:
+        """Give ``slot``'s current item ``verdict``, re-queue the rest of its batch, and replace the worker."""
+        task_id = slot.pending.popleft()
+        results[task_id] = self._record(verdict, items[task_id])
+        if slot.pending:
+            queue.appendleft(list(slot.pending))
+            slot.pending.clear()
+        self._replace(slot)
 
     def _poll(
         self,
         slot: _Slot,
         items: list[tuple[str, str]],
         results: list[Verdict | None],
+        queue: collections.deque[list[int]],
     ) -> None:
         """Collect messages from ``slot`` and handle deaths, timeouts and startup failures."""
         broken = False
@@ -337,9 +326,10 @@ class MathVerifyChecker:
                     self._startup_failures = 0
                 elif kind == "result":
                     _, task_id, equal, status, detail = message
-                    if slot.task is not None and slot.task[0] == task_id:
+                    if slot.pending and slot.pending[0] == task_id:
+                        slot.pending.popleft()
                         results[task_id] = self._record(Verdict(bool(equal), status, detail), items[task_id])
-                        slot.task = None
+                        slot.deadline = time.monotonic() + self.timeout_s  # the next item's clock starts
                 elif kind == "fatal":
                     _stop_process(slot.proc, slot.conn, graceful=False)
                     self._slots.remove(slot)
@@ -349,12 +339,9 @@ class MathVerifyChecker:
 
         if broken or not slot.proc.is_alive():
             exitcode = slot.proc.exitcode
-            if slot.task is not None:
-                task_id = slot.task[0]
+            if slot.pending:
                 verdict = Verdict(False, "error", f"worker died (exitcode={exitcode})")
-                results[task_id] = self._record(verdict, items[task_id])
-                slot.task = None
-                self._replace(slot)
+                self._fail_head(slot, verdict, items, results, queue)
             elif not slot.ready:
                 self._startup_failed(slot, f"worker exited with code {exitcode}")
             else:
@@ -362,11 +349,8 @@ class MathVerifyChecker:
             return
 
         now = time.monotonic()
-        if slot.task is not None and now > slot.task[1]:
-            task_id = slot.task[0]
+        if slot.pending and now > slot.deadline:
             verdict = Verdict(False, "timeout", f"no verdict within {self.timeout_s:g}s")
-            results[task_id] = self._record(verdict, items[task_id])
-            slot.task = None
-            self._replace(slot)
+            self._fail_head(slot, verdict, items, results, queue)
         elif not slot.ready and now > slot.started_at + _STARTUP_TIMEOUT_S:
             self._startup_failed(slot, f"not ready after {_STARTUP_TIMEOUT_S:g}s")

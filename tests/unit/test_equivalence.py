@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.equivalence import MathVerifyChecker, Verdict
+from corewarding.equivalence import MathVerifyChecker, Verdict, compare_in_process
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -75,6 +75,30 @@ def test_equivalent_many_keeps_order(checker: MathVerifyChecker) -> None:
     verdicts = checker.equivalent_many(pairs)
     assert [v.equal for v in verdicts] == [e for _, _, e in AGREEMENT_CASES]
     assert checker.equivalent_many([]) == []
+
+
+def test_verdicts_equal_the_plain_in_process_comparison(checker: MathVerifyChecker) -> None:
+    # the workers cache parses; their verdicts are those of the uncached function a sequential loop would call
+    pairs = [(a, g) for a, g, _ in AGREEMENT_CASES] + [(g, a) for a, g, _ in AGREEMENT_CASES]
+    assert [v.equal for v in checker.equivalent_many(pairs)] == [compare_in_process(a, g)[0] for a, g in pairs]
+
+
+@pytest.mark.slow
+def test_a_timeout_inside_a_batch_keeps_the_other_verdicts() -> None:
+    # one worker and 12 distinct pairs of one gold: batches of 3 items; the power tower is the 2nd of the 1st batch
+    pairs = [(str(i), "5") for i in range(12)]
+    pairs[1] = (POWER_TOWER, "5")
+    with MathVerifyChecker(workers=1, timeout_s=1.5) as single:
+        single.start()
+        first_pid = single._slots[0].proc.pid
+        start = time.monotonic()
+        verdicts = single.equivalent_many(pairs)
+        assert time.monotonic() - start < 1.5 + 5.0
+        assert verdicts[1] == Verdict(False, "timeout", "no verdict within 1.5s")
+        assert [v.equal for v in verdicts] == [i == 5 for i in range(12)]  # "5" == "5" only
+        assert [v.status for i, v in enumerate(verdicts) if i != 1] == ["ok"] * 11  # the re-queued ones too
+        assert single.stats == {"ok": 11, "timeout": 1}
+        assert single._slots[0].proc.pid != first_pid  # the overrunning worker was replaced
 
 
 def test_empty_inputs_are_not_equal() -> None:
