@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first: the CPU wheel; a resolver left to pick torch itself fetches a multi-GB CUDA build
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[rl,dev,dashboard]'
+	$(BIN)/python -m pip install -q -e '.[rl,dev,dashboard,eval]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -186,12 +186,12 @@ class MathVerifyChecker:
             verdicts = self._run(unique)
         return [verdicts[index[key]] for key in keys]
 
-    def start(self) -> None:
-        """Start the workers now and wait until they are ready (otherwise the first call does it)."""
+    def start(self, wait_ready: bool = True) -> None:
+        """Start the workers now (otherwise the first call does it); without ``wait_ready`` they warm up meanwhile."""
         with self._lock:
             while len(self._slots) < self.workers:
                 self._slots.append(self._spawn())
-            while not all(slot.ready for slot in self._slots):
+            while wait_ready and not all(slot.ready for slot in self._slots):
                 wait([slot.conn for slot in self._slots] + [slot.proc.sentinel for slot in self._slots], timeout=1.0)
                 for slot in list(self._slots):
                     self._poll(slot, [], [], collections.deque())

@@ -1,6 +1,6 @@
 """A unit of an external benchmark (IFEval, MMLU-Pro, LiveCodeBench, CRUX): run its tool, store its numbers.
 
-Its metric rows use the tool as the ``checker`` (``lm_eval``, ``livecodebench``, ``crux``) and carry no per-sample
+Its metric rows use the tool as the ``checker`` (``lm_eval``, ``livecodebench``, ``zeroeval``) and carry no per-sample
 records (the tool's own full output is kept beside them). When the tool is not installed the unit is skipped with the
 tool's message and nothing is written.
 """
@@ -40,21 +40,23 @@ def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> 
     key = digest(external_material(cfg, target))
     if paths.is_done(key, key):
         return UnitOutcome(target.step, name, "unchanged")
-    reason = missing_reason(name)
+    backend = "vllm" if cfg.generation.backend == "vllm" else "hf"
+    options = OmegaConf.to_container(spec.options) if spec.get("options") else None
+    reason = missing_reason(name, backend=backend, options=options)  # type: ignore[arg-type]
     if reason is not None:
         log.warning("skipping %s: %s", name, reason)
         return UnitOutcome(target.step, name, "skipped", message=reason)
-    backend = "vllm" if cfg.generation.backend == "vllm" else "hf"
     result = run_external(
         name,
         target.model_path,
         paths.root / "tool_output",
         backend=backend,
         temperature=float(spec.temperature),
+        top_p=float(spec.top_p),
         max_new_tokens=int(spec.max_new_tokens),
         seed=int(cfg.seed),
         limit=None if spec.limit is None else int(spec.limit),
-        options=OmegaConf.to_container(spec.options) if spec.get("options") else None,  # type: ignore[arg-type]
+        options=options,  # type: ignore[arg-type]
     )
     rows = [
         {

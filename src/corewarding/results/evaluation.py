@@ -1,9 +1,10 @@
 """Evaluation outputs of a run (``eval/metrics.parquet``, ``eval/samples.parquet``) loaded into the store.
 
-metrics.parquet: step (null = the base model), benchmark, checker (strict | math_verify; lm_eval | livecodebench | crux for external benchmarks), metric (pass@1, avg@8,
-pass@8, maj@8 ...), value (a fraction in [0, 1] for those), ci_low, ci_high, n (samples per problem), num_problems,
-temperature, seed, model_revision. samples.parquet: step, benchmark, problem_id, sample_index, response,
-extracted_answer, correct_strict, correct_math_verify, length (tokens), truncated. Extra columns are ignored; optional
+metrics.parquet: step (null = the base model), benchmark, checker (strict | math_verify; lm_eval | livecodebench |
+zeroeval for the external benchmarks), metric (pass@1, avg@8, pass@8, maj@8 ...), value (a fraction in [0, 1] for
+those), ci_low, ci_high, n (samples per problem), num_problems, temperature, seed, model_revision.
+samples.parquet: step, benchmark, problem_id, sample_index, response, extracted_answer, correct_strict,
+correct_math_verify, length (tokens), truncated. Extra columns are ignored; optional
 columns that are absent load as NULL.
 """
 
@@ -15,7 +16,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 # strict / math_verify: the math harness; the others: the external benchmarks' own tools (IFEval, MMLU-Pro, code)
-CHECKERS = ("strict", "math_verify", "lm_eval", "livecodebench", "crux")
+CHECKERS = ("strict", "math_verify", "lm_eval", "livecodebench", "zeroeval")
 KEY_SQL = "regexp_replace(lower(benchmark), '[^a-z0-9]', '', 'g')"  # = reference.benchmark_key
 
 # (column, SQL type, required): the load order is the store's column order after run_id.
