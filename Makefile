@@ -7,7 +7,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export WANDB_MODE := disabled
 
-.PHONY: install demo data test lint format clean snapshots chromium dashboard-bench
+.PHONY: install demo data test lint format clean snapshots chromium dashboard-bench eval-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,6 +49,9 @@ chromium:
 
 dashboard-bench: $(STAMP)
 	$(BIN)/python benchmarks/dashboard_perf.py
+
+eval-bench: $(STAMP)   # math-verify and strict scoring speed (needs ../shared/data for MATH500)
+	$(BIN)/python benchmarks/eval_perf.py
 
 clean:
 	rm -rf runs artifacts data .pytest_cache

@@ -165,3 +165,32 @@ def test_every_checkpoint_step_of_a_run(tiny_model: Path, tmp_path: Path, capsys
     with duckdb.connect(str(db), read_only=True) as con:
         steps = con.execute("SELECT DISTINCT step FROM eval_metrics ORDER BY step NULLS FIRST").fetchall()
     assert steps == [(None,), (2,), (4,)]
+
+
+IFEVAL_ROWS = [  # google/IFEval's row format; instructions whose checks need no downloaded nltk data
+    {"key": 1, "prompt": "Write about pears. Do not use any commas.", "instruction_id_list": ["punctuation:no_comma"],
+     "kwargs": [{}]},
+    {"key": 2, "prompt": "Describe rain in lowercase letters only.",
+     "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]},
+]  # fmt: skip
+
+
+def test_external_benchmarks_run_their_tool_or_are_skipped_with_a_message(
+    tiny_model: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    pytest.importorskip("lm_eval", reason="lm-eval is not installed (the eval extra)")
+    monkeypatch.delenv("ZEROEVAL_ROOT", raising=False)
+    data = tmp_path / "ifeval.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in IFEVAL_ROWS))
+    out = tmp_path / "out"
+    argv = ["evaluate", "--model", str(tiny_model), "--benchmarks", "ifeval,crux", "--out", str(out),
+            "benchmark.max_new_tokens=8", f"++benchmark.options.data_files={data}"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "crux skipped: ZEROEVAL_ROOT is not set" in printed
+    metrics = {m["metric"]: m for m in pq.read_table(out / "eval" / "metrics.parquet").to_pylist()}
+    assert {m["benchmark"] for m in metrics.values()} == {"ifeval"}  # nothing written for the skipped one
+    four = ["prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc"]
+    assert metrics["score"]["value"] == pytest.approx(sum(metrics[k]["value"] for k in four) / 4)
+    assert all(m["checker"] == "lm_eval" and m["num_problems"] == 2 for m in metrics.values())
+    assert (out / "eval" / "units" / "base" / "ifeval" / "tool_output").is_dir()  # the tool's own full output

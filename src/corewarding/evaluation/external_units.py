@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -41,8 +42,10 @@ def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> 
     if paths.is_done(key, key):
         return UnitOutcome(target.step, name, "unchanged")
     backend = "vllm" if cfg.generation.backend == "vllm" else "hf"
-    options = OmegaConf.to_container(spec.options) if spec.get("options") else None
-    reason = missing_reason(name, backend=backend, options=options)  # type: ignore[arg-type]
+    options: dict[str, Any] = dict(OmegaConf.to_container(spec.options)) if spec.get("options") else {}  # type: ignore[arg-type]
+    if backend == "hf":  # lm-eval's transformers backend runs where our transformers generation would
+        options = {"device": str(cfg.generation.device), "dtype": str(cfg.generation.dtype), **options}
+    reason = missing_reason(name, backend=backend, options=options)
     if reason is not None:
         log.warning("skipping %s: %s", name, reason)
         return UnitOutcome(target.step, name, "skipped", message=reason)
@@ -56,7 +59,7 @@ def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> 
         max_new_tokens=int(spec.max_new_tokens),
         seed=int(cfg.seed),
         limit=None if spec.limit is None else int(spec.limit),
-        options=options,  # type: ignore[arg-type]
+        options=options,
     )
     rows = [
         {
