@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.evaluation.benchmarks import Problem, load_problems
 from corewarding.evaluation.generation import Generator, SamplingSettings, load_generator
-from corewarding.evaluation.outputs import metric_row, sample_rows, write_unit_outputs
+from corewarding.evaluation.outputs import group_by_problem, metric_row, sample_rows, write_unit_outputs
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest
 from corewarding.training.run_record import file_sha256
@@ -144,7 +144,8 @@ def evaluate_math_unit(
         status = "evaluated"
     generations = paths.read_generations()
     samples, counts = sample_rows(cfg, target, problems, generations, checker)
-    metrics = [metric_row(cfg, target, problems, samples, checker_name, metric) for checker_name, metric in _pairs(cfg)]
+    grouped = group_by_problem(problems, samples)
+    metrics = [metric_row(cfg, target, grouped, checker_name, metric) for checker_name, metric in _pairs(cfg)]
     write_unit_outputs(paths, samples, metrics, {"generation_key": gen_key, "scoring_key": score_key, "counts": counts})
     headline = {f"{m['metric']}/{m['checker']}": m["value"] for m in metrics}
     return UnitOutcome(target.step, name, status, metrics=headline, counts=counts)

@@ -89,16 +89,21 @@ def sample_rows(
     return rows, counts
 
 
-def metric_row(
-    cfg: DictConfig, target: Target, problems: list[Problem], samples: list[dict[str, Any]], checker: str, metric: str
-) -> dict[str, Any]:
-    """One aggregated metric under one checker, with its bootstrap interval."""
-    column = f"correct_{checker}"
+def group_by_problem(problems: list[Problem], samples: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The sample records of each problem, in problem order (the grouping every metric of a unit shares)."""
     by_problem: dict[str, list[dict[str, Any]]] = {p.problem_id: [] for p in problems}
     for row in samples:
         by_problem[row["problem_id"]].append(row)
-    correct = [[bool(r[column]) for r in rows] for rows in by_problem.values()]
-    answers = [[str(r["extracted_answer"] or "") for r in rows] for rows in by_problem.values()]
+    return list(by_problem.values())
+
+
+def metric_row(
+    cfg: DictConfig, target: Target, grouped: list[list[dict[str, Any]]], checker: str, metric: str
+) -> dict[str, Any]:
+    """One aggregated metric under one checker, with its bootstrap interval (``grouped``: from group_by_problem)."""
+    column = f"correct_{checker}"
+    correct = [[bool(r[column]) for r in rows] for rows in grouped]
+    answers = [[str(r["extracted_answer"] or "") for r in rows] for rows in grouped]
     value = compute_metric(
         metric,
         correct,

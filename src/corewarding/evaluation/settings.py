@@ -9,9 +9,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config, config_dir
+from corewarding.evaluation.scoring import CHECKERS
 
 METRIC_NAME = re.compile(r"^(pass|avg|maj)@([1-9][0-9]*)$")
-CHECKERS = ("strict", "math_verify")
 
 
 def known_benchmarks() -> list[str]:

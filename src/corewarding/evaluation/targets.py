@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from corewarding.training.verl.merge import STEP_DIR, checkpoint_steps
+
 log = logging.getLogger(__name__)
 
-STEP_DIR = re.compile(r"^global_step_(\d+)$")
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja"]
 _WHOLE_FILE_LIMIT = 64 * 2**20
 _EDGE = 2**20
@@ -87,16 +87,13 @@ def model_target(model: str, step: int | None = None) -> Target:
 def _saved_steps(checkpoints: Path) -> dict[int, Path]:
     """Complete checkpoints by step: local (``global_step_N/model``) or verl (``global_step_N/actor``)."""
     found: dict[int, Path] = {}
-    if not checkpoints.is_dir():
-        return found
-    for child in checkpoints.iterdir():
-        match = STEP_DIR.match(child.name)
-        if not match:
-            continue
-        if (child / "model" / "config.json").is_file():
-            found[int(match.group(1))] = child / "model"
-        elif (child / "actor" / "fsdp_config.json").is_file():
-            found[int(match.group(1))] = child / "actor"
+    if checkpoints.is_dir():
+        for child in checkpoints.iterdir():
+            match = STEP_DIR.match(child.name)
+            if match and (child / "model" / "config.json").is_file():
+                found[int(match.group(1))] = child / "model"
+    for step in checkpoint_steps(checkpoints):  # verl's, with the same completeness rule its merge uses
+        found.setdefault(step, checkpoints / f"global_step_{step}" / "actor")
     return found
 
 
