@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     from corewarding.evaluation.cli import add_subcommands as add_evaluation_subcommands
 
     add_evaluation_subcommands(sub)
+
+    from corewarding.pipeline.cli import add_subcommands as add_pipeline_subcommands
+
+    add_pipeline_subcommands(sub)
     return parser
 
 
@@ -152,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
     try:
         return int(args.func(args))
     except (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError) as exc:

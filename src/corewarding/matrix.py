@@ -64,11 +64,27 @@ def run_dir(cell: Cell, runs_dir: str | Path = "runs") -> Path:
 
 @dataclass(frozen=True)
 class Matrix:
-    """A named list of cells plus the Hydra overrides every cell of it shares."""
+    """A named list of cells plus the Hydra overrides every cell of it shares.
+
+    ``train_overrides`` apply when the pipeline trains a cell (e.g. ``backend=verl``), not to the config snapshots;
+    ``eval_benchmarks`` and ``eval_overrides`` say how the pipeline evaluates every saved step of a cell.
+    """
 
     name: str
     cells: tuple[Cell, ...]
     overrides: tuple[str, ...] = ()
+    train_overrides: tuple[str, ...] = ()
+    eval_benchmarks: str = "paper"
+    eval_overrides: tuple[str, ...] = ()
+
+    def cell(self, cell_id: str) -> Cell:
+        """The cell of this matrix with ``cell_id``; an unknown id is an error naming the matrix."""
+        for cell in self.cells:
+            if cell.cell_id == cell_id:
+                return cell
+        raise KeyError(
+            f"cell {cell_id!r} is not in matrix {self.name!r} (corewarding matrix list --matrix {self.name})"
+        )
 
 
 def load_matrix(name: str = "paper") -> Matrix:
@@ -90,7 +106,19 @@ def load_matrix(name: str = "paper") -> Matrix:
         cells.append(cell)
     if len(set(cells)) != len(cells):
         raise ValueError(f"{path}: duplicate cells")
-    return Matrix(str(raw.get("name", name)), tuple(cells), tuple(raw.get("overrides") or ()))
+    unknown = set(raw) - {"name", "cells", "overrides", "training", "evaluation"}
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {', '.join(sorted(unknown))}")
+    training = raw.get("training") or {}
+    evaluation = raw.get("evaluation") or {}
+    return Matrix(
+        str(raw.get("name", name)),
+        tuple(cells),
+        tuple(raw.get("overrides") or ()),
+        train_overrides=tuple(training.get("overrides") or ()),
+        eval_benchmarks=str(evaluation.get("benchmarks", "paper")),
+        eval_overrides=tuple(evaluation.get("overrides") or ()),
+    )
 
 
 def select_cells(

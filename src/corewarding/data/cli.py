@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 DATA_EXAMPLES = """examples:
@@ -63,6 +64,16 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tiny(args: argparse.Namespace) -> int:
+    from corewarding.config import compose_config
+    from corewarding.data.tiny import write_tiny_dataset
+
+    cfg = compose_config(["dataset=tiny", *args.overrides])
+    paths = write_tiny_dataset(Path(cfg.dataset.train_files).parent, **dict(cfg.dataset.tiny))
+    print(json.dumps({name: str(path) for name, path in paths.items()}))
+    return 0
+
+
 def add_subcommands(sub: Any) -> None:
     """Register ``data prepare|rephrase|import-rephrased`` on the top-level subparsers."""
     data = sub.add_parser(
@@ -86,3 +97,6 @@ def add_subcommands(sub: Any) -> None:
     imp.add_argument("--original", help="aligned verl parquet of the originals (with --rewrite)")
     imp.add_argument("--rewrite", help="aligned verl parquet of the rewrites (with --original)")
     imp.set_defaults(func=_import)
+    tiny = data.add_parser("tiny", help="write the demo's generated training set (dataset=tiny) where it trains from")
+    tiny.add_argument("overrides", nargs="*", help="training-config overrides, e.g. paths.artifacts_dir=DIR")
+    tiny.set_defaults(func=_tiny)

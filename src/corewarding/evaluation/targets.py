@@ -97,6 +97,11 @@ def _saved_steps(checkpoints: Path) -> dict[int, Path]:
     return found
 
 
+def saved_steps(checkpoints: Path) -> list[int]:
+    """The steps with a complete checkpoint (local or verl), ascending."""
+    return sorted(_saved_steps(checkpoints))
+
+
 def _hf_folder(run_dir: Path, step: int, saved: Path) -> Path:
     """A transformers-loadable folder for a saved step (a verl actor checkpoint is merged once, into hf/)."""
     if saved.name == "model":

@@ -78,11 +78,16 @@ def _prompt_tokens(tokenizer: PreTrainedTokenizerBase, row: dict[str, Any]) -> i
     return len(ids)
 
 
+def needs_rephrased_view(cfg: DictConfig) -> bool:
+    """Whether the method trains on rephrased questions (Co-rewarding-I, the rephrased-voting ablation)."""
+    return "rephrased" in cfg.method.views or cfg.method.get("train_on", "original") == "rephrased"
+
+
 def load_training_rows(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase) -> TrainingRows:
     """Rows for ``cfg``; prompts over ``grpo.max_prompt_length`` tokens are dropped (both views of a pair together)."""
     _ensure_tiny_data(cfg)
     train_on = cfg.method.get("train_on", "original")
-    needs_pairs = "rephrased" in cfg.method.views or train_on == "rephrased"
+    needs_pairs = needs_rephrased_view(cfg)
     # Paired methods read the aligned originals (rephrasing may have dropped pairs); the others the whole set.
     train_path = Path(cfg.dataset.original_files if needs_pairs else cfg.dataset.train_files)
     train = read_rows(train_path)

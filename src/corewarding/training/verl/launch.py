@@ -116,8 +116,16 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     if cfg.base_model.builder == "tiny" or cfg.dataset.name == "tiny":
         log.info("building the tiny model/data under %s", cfg.paths.artifacts_dir)
     prepare(cfg, run.verl_config, run.run_dir)
+    from corewarding.training import run_record
+    from corewarding.training.local import training_config_hash
+
+    run_record.record_start(run.run_dir, cfg, training_config_hash(cfg), cell_of(cfg).cell_id)
     try:
         run_ppo(run.verl_config, task_runner_class=CorewardingTaskRunner)
+    except BaseException as exc:
+        run_record.record_end(run.run_dir, "failed", exc)
+        raise
     finally:
         export_metrics(run.verl_config.corewarding.verl_log_dir, run.verl_config.corewarding.metrics_file)
+    run_record.record_end(run.run_dir, "finished")
     return run

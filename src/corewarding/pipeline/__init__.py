@@ -1,0 +1,1 @@
+"""Orchestration: select cells, reproduce their data, train, evaluate, ingest and publish them (flows/ wires it)."""

@@ -1,0 +1,124 @@
+"""Which cells a pipeline run covers, each cell's composed training config, and what it needs from DVC."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from corewarding.config import ConfigError, compose_config
+from corewarding.matrix import Cell, Matrix, load_matrix, run_dir, select_cells
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Cells chosen from a matrix by method, base model, dataset or cell id (an empty list does not filter)."""
+
+    matrix: str = "demo"
+    methods: tuple[str, ...] = ()
+    base_models: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+    cells: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One selected cell: its matrix, the overrides it trains and evaluates with, and where it lives."""
+
+    matrix: Matrix
+    cell: Cell
+    overrides: tuple[str, ...] = ()  # extra training overrides of this pipeline run
+    eval_overrides: tuple[str, ...] = ()
+    cfg: DictConfig = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir(self.cell, self.cfg.paths.runs_dir)
+
+    def train_overrides(self) -> list[str]:
+        """Everything composed for training: matrix, its training overrides, the cell, then this run's."""
+        return [*self.matrix.overrides, *self.matrix.train_overrides, *self.cell.overrides(), *self.overrides]
+
+    def evaluation_overrides(self) -> list[str]:
+        """The matrix's evaluation overrides, this run's ``paths.*`` overrides (shared roots), then its own."""
+        return [*self.matrix.eval_overrides, *path_overrides(self.overrides), *self.eval_overrides]
+
+
+def path_overrides(overrides: Sequence[str]) -> list[str]:
+    """The ``paths.*`` overrides, which the training and evaluation roots share."""
+    return [o for o in overrides if o.lstrip("+").startswith("paths.")]
+
+
+def plan_cells(
+    selection: Selection, overrides: Sequence[str] = (), eval_overrides: Sequence[str] = ()
+) -> list[CellPlan]:
+    """The selected cells, each with its config composed (a bad override fails here, before any work)."""
+    matrix = load_matrix(selection.matrix)
+    for cell_id in selection.cells:
+        matrix.cell(cell_id)  # an unknown id is an error naming the matrix
+    cells = select_cells(
+        matrix.cells,
+        list(selection.methods) or None,
+        list(selection.base_models) or None,
+        list(selection.datasets) or None,
+        list(selection.cells) or None,
+    )
+    if not cells:
+        raise ConfigError(f"no cell of matrix {matrix.name!r} matches the selection {selection}")
+    plans = []
+    for cell in cells:
+        plan = CellPlan(matrix, cell, tuple(overrides), tuple(eval_overrides))
+        plans.append(
+            CellPlan(matrix, cell, plan.overrides, plan.eval_overrides, compose_config(plan.train_overrides()))
+        )
+    return plans
+
+
+def data_stages(plan: CellPlan) -> list[str]:
+    """The DVC stages a cell's training data comes from (``dataset.dvc_stages``, plus the paired ones if needed)."""
+    from corewarding.training.inputs import needs_rephrased_view
+
+    dataset = plan.cfg.dataset
+    stages = list(dataset.get("dvc_stages") or [])
+    if needs_rephrased_view(plan.cfg):
+        stages += list(dataset.get("dvc_paired_stages") or [])
+    return stages
+
+
+def all_data_stages(plans: Sequence[CellPlan]) -> list[str]:
+    """The union of the cells' data stages, in first-seen order."""
+    return list(dict.fromkeys(stage for plan in plans for stage in data_stages(plan)))
+
+
+def dvc_entry(plan: CellPlan) -> dict[str, str]:
+    """The cell's entry in ``params.yaml: cells`` (the foreach of the ``train@``/``evaluate@`` stages).
+
+    The stage commands get this run's overrides, so ``dvc repro`` retrains and re-evaluates the cell as it ran.
+    """
+    args = {"train_args": plan.overrides, "eval_args": plan.evaluation_overrides()[len(plan.matrix.eval_overrides) :]}
+    for key, values in args.items():
+        spaced = [v for v in values if any(c.isspace() for c in v)]
+        if spaced:
+            raise ConfigError(f"{key}: an override with white space cannot go into a DVC stage command: {spaced}")
+    return {
+        "matrix": plan.matrix.name,
+        "method": plan.cell.method,
+        "base_model": plan.cell.base_model,
+        "dataset": plan.cell.dataset,
+        "run_dir": str(plan.run_dir),
+        "data": str(Path(str(plan.cfg.dataset.train_files)).parent),
+        "val_data": str(Path(str(plan.cfg.dataset.val_files)).parent),
+        "train_args": " ".join(args["train_args"]),
+        "eval_args": " ".join(args["eval_args"]),
+    }
+
+
+def plan_cell(matrix: str, cell_id: str, overrides: Sequence[str] = (), eval_overrides: Sequence[str] = ()) -> CellPlan:
+    """One cell's plan from plain values (what a Prefect task receives)."""
+    return plan_cells(Selection(matrix=matrix, cells=(cell_id,)), overrides, eval_overrides)[0]

@@ -1,0 +1,145 @@
+"""``corewarding pipeline run|cells``, ``corewarding cell train|evaluate`` (DVC stages), ``corewarding deploy``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[3]  # flows/ lives at the top of the checkout, beside src/
+
+
+def _import_flows() -> None:
+    """Make the top-level ``flows`` package importable from the console script."""
+    if not (REPO / "flows" / "pipeline.py").is_file():
+        raise FileNotFoundError(f"{REPO / 'flows'}: the Prefect flows ship with the source checkout (pip install -e .)")
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+
+
+def _listing(value: str | None) -> list[str] | None:
+    return [v for v in value.split(",") if v] if value else None
+
+
+def _selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "matrix": args.matrix,
+        "methods": _listing(args.method),
+        "base_models": _listing(args.base_model),
+        "datasets": _listing(args.dataset),
+        "cells": _listing(args.cell),
+    }
+
+
+def _run(args: argparse.Namespace) -> int:
+    _import_flows()
+    from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+    from flows.pipeline import pipeline
+
+    try:
+        result = pipeline(
+            **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
+            eval_overrides=args.eval_override, push=True if args.push else None,
+            force_evaluate=True if args.force_evaluate else None, config=args.config,
+        )  # fmt: skip
+    except PipelineFailed as failed:
+        print(format_report(failed.report))
+        print(f"\nerror: {failed}", file=sys.stderr)
+        return 1
+    print(format_report(PipelineReport.from_dict(result)))
+    if args.json:
+        print(json.dumps(result))
+    print("\nresults are in the DuckDB store; open the dashboard with:\n  .venv/bin/corewarding dashboard")
+    return 0
+
+
+def _cells(args: argparse.Namespace) -> int:
+    from corewarding.pipeline.cells import data_stages, dvc_entry, plan_cells
+    from corewarding.pipeline.dvc import add_cells_to_params
+    from corewarding.pipeline.settings import load_settings
+
+    settings = load_settings(args.config, **_selection_kwargs(args), overrides=args.overrides)
+    plans = plan_cells(settings.selection, settings.overrides)
+    for plan in plans:
+        print(json.dumps({"cell_id": plan.cell_id, "data_stages": data_stages(plan), **dvc_entry(plan)}))
+    if args.write:
+        add_cells_to_params(settings.params_file, plans)
+    return 0
+
+
+def _cell_step(args: argparse.Namespace) -> int:
+    from corewarding.pipeline import steps
+    from corewarding.pipeline.cells import path_overrides, plan_cell
+
+    if args.step == "train":
+        result = steps.train_cell(plan_cell(args.matrix, args.cell_id, args.overrides))
+    else:  # evaluation overrides; their paths.* also locate the run
+        others = [o for o in args.overrides if o not in path_overrides(args.overrides)]
+        plan = plan_cell(args.matrix, args.cell_id, path_overrides(args.overrides), others)
+        result = steps.evaluate_cell(plan, force=args.force)
+    print(json.dumps(result.to_dict()))
+    return 0
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    _import_flows()
+    from flows import deploy
+
+    if args.serve:
+        deploy.serve(args.config)
+        return 0
+    ids = deploy.deploy_to_pool(args.work_pool, Path(args.root), args.config)
+    print(json.dumps({"work_pool": args.work_pool, "deployments": ids}))
+    print(f"start a worker on each GPU machine:  prefect worker start --pool {args.work_pool}")
+    return 0
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", default=None, help="configs/matrix/NAME.yaml (default: pipeline.yaml's, demo)")
+    parser.add_argument("--method", help="comma-separated methods, e.g. co_rewarding_1,co_rewarding_2")
+    parser.add_argument("--base-model", help="comma-separated base models")
+    parser.add_argument("--dataset", help="comma-separated datasets")
+    parser.add_argument("--cell", help="comma-separated cell ids")
+    parser.add_argument("--config", action="append", default=[], help="configs/pipeline.yaml override, repeatable")
+    parser.add_argument("overrides", nargs="*", help="training overrides of every cell (paths.* apply to all steps)")
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``pipeline``, ``cell`` and ``deploy``."""
+    pipeline = sub.add_parser("pipeline", help="the Prefect pipeline over the matrix").add_subparsers(
+        dest="action", required=True
+    )
+    run = pipeline.add_parser("run", help="data, then per cell train, evaluate, ingest, publish (Prefect flow)")
+    _add_selection(run)
+    run.add_argument("--steps", help="comma-separated subset of data,train,evaluate,ingest,publish")
+    run.add_argument("--eval-override", action="append", default=[], help="an evaluation override, repeatable")
+    run.add_argument("--push", action="store_true", help="upload to the Hub (token: HF_TOKEN or the HF cache)")
+    run.add_argument("--force-evaluate", action="store_true", help="call the evaluation even for evaluated steps")
+    run.add_argument("--json", action="store_true", help="also print the report as one JSON line")
+    run.set_defaults(func=_run)
+    cells = pipeline.add_parser("cells", help="the selected cells, their data stages and DVC entries")
+    _add_selection(cells)
+    cells.add_argument("--write", action="store_true", help="add them to params.yaml (the DVC cell list)")
+    cells.set_defaults(func=_cells)
+
+    cell = sub.add_parser("cell", help="one step of one matrix cell (the DVC stages call these)").add_subparsers(
+        dest="step", required=True
+    )
+    for step, text in (("train", "train (or resume) a cell"), ("evaluate", "evaluate every saved step of a cell")):
+        parser = cell.add_parser(step, help=text)
+        parser.add_argument("cell_id")
+        parser.add_argument("--matrix", default="demo", help="the matrix the cell belongs to (default: demo)")
+        parser.add_argument("overrides", nargs="*")
+        if step == "evaluate":
+            parser.add_argument("--force", action="store_true", help="evaluate even when every step was evaluated")
+        parser.set_defaults(func=_cell_step)
+
+    deploy = sub.add_parser("deploy", help="register the scheduled deployments with the Prefect server")
+    target = deploy.add_mutually_exclusive_group(required=True)
+    target.add_argument("--work-pool", help="a process work pool (created if missing); workers run the flows")
+    target.add_argument("--serve", action="store_true", help="serve the deployments from this process instead")
+    deploy.add_argument("--root", default=str(REPO), help="the checkout the workers run from (default: this one)")
+    deploy.add_argument("--config", action="append", default=[], help="configs/pipeline.yaml override, repeatable")
+    deploy.set_defaults(func=_deploy)

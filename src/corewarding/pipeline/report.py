@@ -1,0 +1,125 @@
+"""What a pipeline run did per cell and step, which cells failed and why, and a table of their results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CELL_STEPS = ("train", "evaluate", "ingest", "publish")
+
+
+@dataclass
+class CellReport:
+    """One cell: each step's status (done, skipped, failed, not run) and the first error."""
+
+    cell_id: str
+    run_dir: str
+    steps: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def record(self, step: str, status: str, error: str | None = None) -> None:
+        self.steps[step] = status
+        if error and self.error is None:
+            self.error = f"{step}: {error}"
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class PipelineReport:
+    """The whole run: the matrix, the data stages reproduced, each cell, and the DVC stages recorded."""
+
+    matrix: str
+    cells: list[CellReport]
+    data_stages: list[str] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[CellReport]:
+        return [c for c in self.cells if c.failed]
+
+    def trained_and_evaluated(self) -> list[str]:
+        """The cells whose training and evaluation are complete (done now or before): their DVC stages hold."""
+        complete = ("done", "skipped")
+        return [c.cell_id for c in self.cells if all(c.steps.get(s) in complete for s in ("train", "evaluate"))]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PipelineReport:
+        """Inverse of ``to_dict`` (a flow run's return value)."""
+        cells = [CellReport(**c) for c in data["cells"]]
+        return cls(data["matrix"], cells, list(data["data_stages"]), list(data["dvc_recorded"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "matrix": self.matrix,
+            "data_stages": self.data_stages,
+            "cells": [c.__dict__ for c in self.cells],
+            "failed": [c.cell_id for c in self.failed],
+            "dvc_recorded": self.recorded,
+        }
+
+
+class PipelineFailed(RuntimeError):
+    """Raised at the end of a run in which some cells failed (the others ran to the end)."""
+
+    def __init__(self, report: PipelineReport) -> None:
+        self.report = report
+        reasons = "; ".join(f"{c.cell_id} ({c.error})" for c in report.failed)
+        super().__init__(f"{len(report.failed)} of {len(report.cells)} cell(s) failed: {reasons}")
+
+
+def _training_summary(run_dir: Path) -> dict[str, Any]:
+    from corewarding.demo import summarize_run
+
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    summary = summarize_run("", rows, 0.0)
+    return {"mean reward": summary.mean_reward, "label acc": summary.label_accuracy, "val acc": summary.val_accuracy}
+
+
+def _headline_metric(run_dir: Path) -> tuple[str, float] | None:
+    """The first metric of the newest evaluated step (math-verify checker when present)."""
+    import pandas as pd
+
+    path = run_dir / "eval" / "metrics.parquet"
+    if not path.is_file():
+        return None
+    frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"]).dropna(subset=["step"])
+    if frame.empty:
+        return None
+    frame = frame[frame["step"] == frame["step"].max()]
+    preferred = frame[frame["checker"] == "math_verify"]
+    row = (preferred if not preferred.empty else frame).iloc[0]
+    return f"{row['benchmark']} {row['metric']} @{int(row['step'])}", float(row["value"])
+
+
+def format_report(report: PipelineReport) -> str:
+    """A plain table: each cell's step statuses, its training means and its evaluation headline."""
+
+    def fmt(value: object) -> str:
+        return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    header = ["cell", *CELL_STEPS, "mean reward", "label acc", "val acc", "evaluation"]
+    body = []
+    for cell in report.cells:
+        train = _training_summary(Path(cell.run_dir))
+        headline = _headline_metric(Path(cell.run_dir))
+        shown = f"{headline[0]} = {headline[1]:.3f}" if headline else "-"
+        body.append(
+            [cell.cell_id, *(cell.steps.get(s, "-") for s in CELL_STEPS)]
+            + [fmt(train.get(k)) for k in ("mean reward", "label acc", "val acc")]
+            + [shown]
+        )
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+    for cell in report.failed:
+        lines.append(f"FAILED {cell.cell_id}: {cell.error}")
+    return "\n".join(lines)

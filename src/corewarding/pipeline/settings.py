@@ -1,0 +1,121 @@
+"""The pipeline's settings: ``configs/pipeline.yaml`` composed with Hydra, then the flow's parameters on top."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from corewarding.config import ConfigError, compose_config
+from corewarding.pipeline.cells import Selection
+
+STEPS = ("data", "train", "evaluate", "ingest", "publish")
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """Everything one pipeline run needs to know, as plain values (a Prefect flow's parameters map onto it)."""
+
+    selection: Selection
+    steps: tuple[str, ...]
+    overrides: tuple[str, ...]  # training overrides of every cell (paths.* also apply to evaluation)
+    eval_overrides: tuple[str, ...]
+    force_evaluate: bool
+    results_db: Path
+    data_dir: Path
+    gpu_tag: str
+    gpu_concurrency: int
+    retries_network: int
+    retries_io: int
+    retry_delay_s: float
+    push: bool
+    org: str | None
+    publish_steps: str
+    record_dvc: bool
+    params_file: Path
+
+
+def _strings(value: object, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    items = tuple(value)  # type: ignore[call-overload]
+    if not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"{key}={value!r}: must be a list of strings")
+    return items
+
+
+def load_settings(
+    config: Sequence[str] = (),
+    *,
+    matrix: str | None = None,
+    methods: Sequence[str] | None = None,
+    base_models: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+    cells: Sequence[str] | None = None,
+    steps: Sequence[str] | None = None,
+    overrides: Sequence[str] | None = None,
+    eval_overrides: Sequence[str] | None = None,
+    push: bool | None = None,
+    force_evaluate: bool | None = None,
+) -> PipelineSettings:
+    """Compose ``configs/pipeline.yaml`` with ``config`` overrides; the keyword arguments, when given, win."""
+    cfg = compose_config(config, config_name="pipeline")
+    select = cfg.select
+    chosen_steps = _strings(steps if steps is not None else list(cfg.steps), "steps")
+    unknown = [s for s in chosen_steps if s not in STEPS]
+    if unknown or not chosen_steps:
+        raise ConfigError(f"steps={list(chosen_steps)}: each must be one of {', '.join(STEPS)}")
+    if int(cfg.gpu.concurrency) < 1:
+        raise ConfigError(f"gpu.concurrency={cfg.gpu.concurrency!r}: must be >= 1")
+    if str(cfg.publish.steps) not in ("last", "all"):
+        raise ConfigError(f"publish.steps={cfg.publish.steps!r}: must be last or all")
+    selection = Selection(
+        matrix=str(matrix or cfg.matrix),
+        methods=_strings(methods if methods is not None else list(select.methods), "methods"),
+        base_models=_strings(base_models if base_models is not None else list(select.base_models), "base_models"),
+        datasets=_strings(datasets if datasets is not None else list(select.datasets), "datasets"),
+        cells=_strings(cells if cells is not None else list(select.cells), "cells"),
+    )
+    return PipelineSettings(
+        selection=selection,
+        steps=chosen_steps,
+        overrides=_strings(overrides, "overrides"),
+        eval_overrides=_strings(eval_overrides, "eval_overrides"),
+        force_evaluate=bool(cfg.force_evaluate if force_evaluate is None else force_evaluate),
+        results_db=Path(str(cfg.results_db)),
+        data_dir=Path(str(cfg.paths.data_dir)),
+        gpu_tag=str(cfg.gpu.tag),
+        gpu_concurrency=int(cfg.gpu.concurrency),
+        retries_network=int(cfg.retries.network),
+        retries_io=int(cfg.retries.io),
+        retry_delay_s=float(cfg.retries.delay_s),
+        push=bool(cfg.publish.push if push is None else push),
+        org=None if cfg.publish.org is None else str(cfg.publish.org),
+        publish_steps=str(cfg.publish.steps),
+        record_dvc=bool(cfg.dvc.record),
+        params_file=Path(str(cfg.dvc.params_file)),
+    )
+
+
+def deployment_specs(config: Sequence[str] = ()) -> dict[str, dict[str, object]]:
+    """``configs/pipeline.yaml: deployments``: name -> {description, cron, timezone, parameters}."""
+    cfg = compose_config(config, config_name="pipeline")
+    specs = OmegaConf.to_container(cfg.deployments, resolve=True)
+    assert isinstance(specs, dict)
+    for name, spec in specs.items():
+        if not isinstance(spec, dict) or not spec.get("cron"):
+            raise ConfigError(f"deployments.{name}: needs a cron schedule")
+        unknown = set(spec.get("parameters") or {}) - set(FLOW_PARAMETERS)
+        if unknown:
+            raise ConfigError(f"deployments.{name}.parameters: unknown {', '.join(sorted(unknown))}")
+    return specs  # type: ignore[return-value]
+
+
+FLOW_PARAMETERS = (
+    "matrix", "methods", "base_models", "datasets", "cells", "steps", "overrides", "eval_overrides", "push",
+    "force_evaluate", "config",
+)  # fmt: skip

@@ -1,0 +1,187 @@
+"""The pipeline's per-cell steps as plain functions: train, evaluate every saved step, ingest, publish.
+
+Each step skips what is already done, so a rerun of the pipeline only does the missing work: a run that finished
+under the same training configuration is not retrained (an interrupted one resumes from its newest checkpoint), a
+cell whose saved steps were all evaluated on the same benchmark settings is not re-evaluated, and so on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from corewarding.pipeline.cells import CellPlan
+
+log = logging.getLogger(__name__)
+
+EVAL_STAMP = "pipeline.json"  # under <run>/eval/: which steps were evaluated with which benchmark settings
+SUPERSEDED = ".superseded"  # under the runs folder: runs moved aside because the cell's configuration changed
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did for one cell: ``done`` or ``skipped`` (with why), and its figures."""
+
+    cell_id: str
+    step: str
+    status: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cell_id": self.cell_id, "step": self.step, "status": self.status, **self.detail}
+
+
+class EvaluationFailed(RuntimeError):
+    """Some evaluation units of a cell failed (the others are kept)."""
+
+
+# ---- train -------------------------------------------------------------------------------------------------------
+def _config_hash(plan: CellPlan) -> str:
+    from corewarding.training.local import training_config_hash
+
+    return training_config_hash(plan.cfg)
+
+
+def is_trained(plan: CellPlan) -> bool:
+    """The run finished under the cell's current training configuration."""
+    from corewarding.training.run_record import read_record
+
+    record = read_record(plan.run_dir)
+    return bool(record and record.get("status") == "finished" and record.get("config_hash") == _config_hash(plan))
+
+
+def supersede_changed_run(plan: CellPlan) -> Path | None:
+    """Move a run trained under another configuration aside (nothing is deleted); returns where it went."""
+    from corewarding.training.run_record import read_record
+
+    record = read_record(plan.run_dir)
+    old = record.get("config_hash") if record else None
+    if not old or old == _config_hash(plan):
+        return None
+    parent = plan.run_dir.parent / SUPERSEDED
+    target = parent / f"{plan.cell_id}-{old}"
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = parent / f"{plan.cell_id}-{old}-{suffix}"
+    parent.mkdir(parents=True, exist_ok=True)
+    os.replace(plan.run_dir, target)
+    log.warning("%s: its configuration changed; the earlier run was moved to %s", plan.cell_id, target)
+    return target
+
+
+def train_cell(plan: CellPlan) -> StepResult:
+    """Train the cell (local or verl backend), resuming from its newest checkpoint; skipped once finished."""
+    if is_trained(plan):
+        return StepResult(plan.cell_id, "train", "skipped", {"reason": "finished under this configuration"})
+    moved = supersede_changed_run(plan)
+    if plan.cfg.backend == "verl":
+        from corewarding.training.verl.launch import train_verl
+
+        train_verl(plan.cfg, plan.run_dir)
+        steps = None
+    else:
+        from corewarding.training.local import train
+
+        steps = train(plan.cfg, plan.run_dir, progress=False).steps
+    detail: dict[str, Any] = {"run_dir": str(plan.run_dir), "steps": steps}
+    if moved:
+        detail["superseded"] = str(moved)
+    return StepResult(plan.cell_id, "train", "done", detail)
+
+
+# ---- evaluate ----------------------------------------------------------------------------------------------------
+def _evaluation_inputs(plan: CellPlan) -> tuple[list[Any], dict[str, Any]]:
+    """The benchmark configs of the cell's matrix and the stamp that a complete evaluation with them leaves."""
+    from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+    from corewarding.evaluation.targets import saved_steps
+
+    names = expand_benchmarks(plan.matrix.eval_benchmarks)
+    configs = benchmark_configs(names, plan.evaluation_overrides())
+    settings = "\n".join(OmegaConf.to_yaml(c, resolve=True) for c in configs)
+    stamp = {
+        "steps": saved_steps(plan.run_dir / "checkpoints"),
+        "benchmarks": names,
+        "settings_sha256": hashlib.sha256(settings.encode()).hexdigest(),
+    }
+    return configs, stamp
+
+
+def _read_stamp(path: Path) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
+    """Evaluate every saved checkpoint step on the matrix's benchmarks; skipped when already done (unless forced)."""
+    from corewarding.evaluation.harness import evaluate_targets
+    from corewarding.evaluation.targets import run_targets
+
+    configs, stamp = _evaluation_inputs(plan)
+    if not stamp["steps"]:
+        raise FileNotFoundError(f"{plan.run_dir / 'checkpoints'}: no saved checkpoint to evaluate")
+    stamp_path = plan.run_dir / "eval" / EVAL_STAMP
+    if not force and _read_stamp(stamp_path) == stamp:
+        return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "every saved step evaluated", **stamp})
+    outcomes = evaluate_targets(run_targets(plan.run_dir, "all"), configs, plan.run_dir)
+    failed = [f"{o.step}/{o.benchmark}: {o.message}" for o in outcomes if o.status == "failed"]
+    if failed:
+        raise EvaluationFailed(f"{plan.cell_id}: {len(failed)} evaluation unit(s) failed: {'; '.join(failed)}")
+    tmp = stamp_path.with_name(f".{EVAL_STAMP}.tmp")
+    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
+    tmp.replace(stamp_path)
+    counts = {status: sum(o.status == status for o in outcomes) for status in sorted({o.status for o in outcomes})}
+    return StepResult(plan.cell_id, "evaluate", "done", {"units": counts, "steps": stamp["steps"]})
+
+
+# ---- ingest and publish ------------------------------------------------------------------------------------------
+def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
+    """Load the cell's run folder into the DuckDB store (idempotent: unchanged files add nothing)."""
+    from corewarding.results.ingest import ingest
+
+    summary = ingest(db, run_dirs=[plan.run_dir])
+    return StepResult(plan.cell_id, "ingest", "done", {"db": str(db), "rows": summary.to_dict().get("rows", {})})
+
+
+def ingest_data_reports(db: Path, data_dir: Path) -> dict[str, Any]:
+    """Load the data stages' quality reports into the store (when the data folder exists)."""
+    from corewarding.results.ingest import ingest
+
+    if not data_dir.is_dir():
+        return {"reports": 0}
+    return ingest(db, data_dirs=[data_dir]).to_dict()
+
+
+def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str = "last") -> StepResult:
+    """Build the cell's Hub folder (merged weights, tokenizer, model card) and push it when asked."""
+    from corewarding.hub import publish_run
+
+    results = publish_run(plan.run_dir, org=org or str(plan.cfg.hub.org), push=push, steps=steps)
+    detail = {"published": [r.to_dict() for r in results]}
+    status = "skipped" if results and all(r.skipped for r in results) else "done"
+    return StepResult(plan.cell_id, "publish", status, detail)
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """Worth a retry: a busy store, a dropped or refused connection, a server-side HTTP error, a DVC lock."""
+    from corewarding.results.store import StoreBusyError
+
+    if exc is None or isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
+        return False
+    if isinstance(exc, StoreBusyError | TimeoutError | ConnectionError):
+        return True
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return status >= 500 or status == 429
+    name = type(exc).__module__ + "." + type(exc).__name__
+    return name.startswith("httpx.") or isinstance(exc, OSError) or "Lock" in type(exc).__name__
