@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The main job: the whole CPU pipeline through the Prefect flow (ephemeral Prefect, no server needed): the tiny data
+# through DVC, then the six tiny cells trained, evaluated at every saved step, ingested into DuckDB, publish folders.
 demo: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/corewarding demo
+	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 PREFECT_SERVER_ANALYTICS_ENABLED=false \
+	  PREFECT_SERVER_TASKS_TAG_CONCURRENCY_SLOT_WAIT_SECONDS=2 $(BIN)/corewarding pipeline run --matrix demo
 
 # The data pipeline's CPU path under DVC (the tiny set: prepare, then rephrase with the tiny model)
 data: $(STAMP)
@@ -30,16 +33,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests dashboard benchmarks
-	$(BIN)/ruff format --check src tests dashboard benchmarks
+	$(BIN)/ruff check src tests dashboard benchmarks flows
+	$(BIN)/ruff format --check src tests dashboard benchmarks flows
 	$(BIN)/mypy
 
 snapshots: $(STAMP)   # regenerate configs/snapshots/verl/ after a config change
 	$(BIN)/corewarding config snapshot
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests dashboard benchmarks
-	$(BIN)/ruff check --fix src tests dashboard benchmarks
+	$(BIN)/ruff format src tests dashboard benchmarks flows
+	$(BIN)/ruff check --fix src tests dashboard benchmarks flows
 
 # Debian's chromium for the dashboard's browser test (CI runs as root; elsewhere it needs sudo or is skipped)
 chromium:
@@ -54,4 +57,4 @@ eval-bench: $(STAMP)   # math-verify and strict scoring speed (needs ../shared/d
 	$(BIN)/python benchmarks/eval_perf.py
 
 clean:
-	rm -rf runs artifacts data .pytest_cache
+	rm -rf runs artifacts data results .pytest_cache

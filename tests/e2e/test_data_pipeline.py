@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from tests.support.repo import clone_project, dvc_bin, run_dvc
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,65 +73,27 @@ def test_rephrase_killed_mid_run_resumes_to_the_same_outputs(tmp_path: Path, art
     assert {r["attempts"] for r in report["rejected_rows"]} == {3}
 
 
-def _clone(tmp_path: Path) -> Path:
-    """Copy the working tree's tracked and unignored files into a fresh git repository."""
-    files = (
-        subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    clone = tmp_path / "clone"
-    for name in filter(None, files):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, clone / name)
-    for cmd in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
-    ):
-        subprocess.run(cmd, cwd=clone, check=True)
-    return clone
-
-
-def _dvc(clone: Path, *args: str) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1"}
-    env.pop("COREWARDING_CONFIG_DIR", None)
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "dvc"), *args],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return done.stdout
-
-
 @pytest.mark.slow
 def test_dvc_repro_of_the_tiny_set_then_noop_then_only_rephrase_reruns(tmp_path: Path) -> None:
-    if not (Path(sys.executable).parent / "dvc").exists():
+    if not dvc_bin().exists():
         pytest.skip("dvc is not installed in this environment")
-    clone = _clone(tmp_path)
-    first = _dvc(clone, "repro", "rephrase@tiny")
+    clone = clone_project(tmp_path)
+    first = run_dvc(clone, "repro", "rephrase@tiny")
     assert "Running stage 'prepare@tiny'" in first and "Running stage 'rephrase@tiny'" in first
     assert len(pq.read_table(clone / "data/tiny/train_rephrased.parquet")) == 64
 
-    again = _dvc(clone, "repro", "rephrase@tiny")
+    again = run_dvc(clone, "repro", "rephrase@tiny")
     assert "Running stage" not in again and "up to date" in again
 
-    metrics = json.loads(_dvc(clone, "metrics", "show", "--json"))
+    metrics = json.loads(run_dvc(clone, "metrics", "show", "--json"))
     shown = json.dumps(metrics)
     assert '"rows_in": 64' in shown and '"generations": 192' in shown
 
     params = clone / "configs/rephrase/transformers_tiny.yaml"
     params.write_text(params.read_text().replace("max_retries: 2", "max_retries: 1"))
-    status = _dvc(clone, "status")
+    status = run_dvc(clone, "status")
     assert "rephrase@tiny" in status and "prepare@tiny" not in status
-    rerun = _dvc(clone, "repro", "rephrase@tiny")
+    rerun = run_dvc(clone, "repro", "rephrase@tiny")
     assert "Running stage 'rephrase@tiny'" in rerun and "Running stage 'prepare@tiny'" not in rerun
     report = json.loads((clone / "data/tiny/train_rephrased.quality.json").read_text())
     assert report["generations"] == 64 * 2

@@ -42,7 +42,9 @@ def _strings(value: object, key: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
-    items = tuple(value)  # type: ignore[call-overload]
+    if not isinstance(value, list | tuple):
+        raise ConfigError(f"{key}={value!r}: must be a list of strings")
+    items = tuple(value)
     if not all(isinstance(v, str) for v in items):
         raise ConfigError(f"{key}={value!r}: must be a list of strings")
     return items
@@ -107,6 +109,7 @@ def deployment_specs(config: Sequence[str] = ()) -> dict[str, dict[str, object]]
     specs = OmegaConf.to_container(cfg.deployments, resolve=True)
     assert isinstance(specs, dict)
     for name, spec in specs.items():
+        name = str(name)
         if not isinstance(spec, dict) or not spec.get("cron"):
             raise ConfigError(f"deployments.{name}: needs a cron schedule")
         unknown = set(spec.get("parameters") or {}) - set(FLOW_PARAMETERS)

@@ -162,13 +162,17 @@ def ingest_data_reports(db: Path, data_dir: Path) -> dict[str, Any]:
 
 
 def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str = "last") -> StepResult:
-    """Build the cell's Hub folder (merged weights, tokenizer, model card) and push it when asked."""
+    """Build the cell's Hub folder (merged weights, tokenizer, model card) and push it when asked.
+
+    Skipped when every folder was already built with this content and nothing needed uploading.
+    """
     from corewarding.hub import publish_run
 
     results = publish_run(plan.run_dir, org=org or str(plan.cfg.hub.org), push=push, steps=steps)
-    detail = {"published": [r.to_dict() for r in results]}
-    status = "skipped" if results and all(r.skipped for r in results) else "done"
-    return StepResult(plan.cell_id, "publish", status, detail)
+    unchanged = all(r.folder.status == "unchanged" and not r.pushes for r in results)
+    return StepResult(
+        plan.cell_id, "publish", "skipped" if unchanged else "done", {"published": [r.summary() for r in results]}
+    )
 
 
 def is_transient(exc: BaseException | None) -> bool:

@@ -1,0 +1,43 @@
+"""A throwaway copy of the project as a git + DVC repository, and dvc run inside it (for DVC and flow tests)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def clone_project(tmp_path: Path) -> Path:
+    """Copy the working tree's tracked and unignored files into a fresh git repository."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    )
+    clone = tmp_path / "clone"
+    for name in filter(None, listing.stdout.decode().split("\0")):
+        if (REPO / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, clone / name)
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
+    ):
+        subprocess.run(cmd, cwd=clone, check=True)
+    return clone
+
+
+def dvc_bin() -> Path:
+    return Path(sys.executable).parent / "dvc"
+
+
+def run_dvc(clone: Path, *args: str) -> str:
+    """``dvc ARGS`` in ``clone`` with this interpreter's tools on PATH; fails the test with its output."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1"}
+    env.pop("COREWARDING_CONFIG_DIR", None)
+    done = subprocess.run([str(dvc_bin()), *args], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout

@@ -1,0 +1,149 @@
+"""The pipeline's plain parts: cell selection, data stages, the DVC cell list, settings, retry classification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from corewarding.config import ConfigError
+from corewarding.matrix import load_matrix
+from corewarding.pipeline import dvc, steps
+from corewarding.pipeline.cells import Selection, all_data_stages, data_stages, dvc_entry, plan_cells
+from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
+from corewarding.pipeline.settings import deployment_specs, load_settings
+from corewarding.results.store import StoreBusyError
+
+
+def test_selection_by_method_model_dataset_and_cell_id() -> None:
+    paper = Selection(matrix="paper", methods=("co_rewarding_1",), datasets=("dapo14k",))
+    assert [p.cell_id for p in plan_cells(paper)] == [
+        "co_rewarding_1__qwen3-4b-base__dapo14k",
+        "co_rewarding_1__qwen3-8b-base__dapo14k",
+        "co_rewarding_1__llama-3.2-3b-instruct__dapo14k",
+    ]
+    by_model = plan_cells(Selection(matrix="paper", base_models=("qwen2.5-7b",)))
+    assert len(by_model) == 6 and {p.cell.dataset for p in by_model} == {"math"}
+    one = plan_cells(Selection(matrix="demo", cells=("entropy__tiny__tiny",)))
+    assert [p.cell_id for p in one] == ["entropy__tiny__tiny"]
+    assert len(plan_cells(Selection(matrix="demo"))) == 6
+
+
+def test_a_bad_selection_names_what_is_wrong() -> None:
+    with pytest.raises(KeyError, match="not in matrix 'demo'"):
+        plan_cells(Selection(matrix="demo", cells=("gt_grpo__qwen3-8b-base__math",)))
+    with pytest.raises(ConfigError, match="no cell of matrix 'paper'"):
+        plan_cells(Selection(matrix="paper", methods=("gt_grpo",), datasets=("tiny",)))
+    with pytest.raises(ConfigError, match=r"grpo\.n"):
+        plan_cells(Selection(matrix="demo", cells=("gt_grpo__tiny__tiny",)), ["grpo.n=0"])
+
+
+def test_paper_cells_train_with_verl_and_evaluate_the_paper_suite() -> None:
+    paper = load_matrix("paper")
+    assert paper.train_overrides == ("backend=verl",) and paper.eval_benchmarks == "paper"
+    plan = plan_cells(Selection(matrix="paper", cells=("gt_grpo__qwen3-8b-base__math",)))[0]
+    assert plan.cfg.backend == "verl" and plan.cfg.base_model.hf_id == "Qwen/Qwen3-8B-Base"
+    assert plan.run_dir == Path("runs/gt_grpo__qwen3-8b-base__math")
+    demo = plan_cells(Selection(matrix="demo", cells=("gt_grpo__tiny__tiny",)), ["paths.runs_dir=elsewhere", "seed=3"])
+    assert demo[0].evaluation_overrides() == ["paths.runs_dir=elsewhere"]
+
+
+def test_data_stages_follow_the_dataset_and_whether_the_method_needs_rephrasings() -> None:
+    plans = plan_cells(Selection(matrix="paper", base_models=("qwen3-4b-base",), datasets=("math", "openrs")))
+    by_id = {p.cell_id: data_stages(p) for p in plans}
+    assert by_id["gt_grpo__qwen3-4b-base__math"] == ["prepare@math", "prepare@math_test"]
+    assert by_id["co_rewarding_1__qwen3-4b-base__math"] == ["prepare@math", "prepare@math_test", "rephrase@math"]
+    assert all_data_stages(plans) == [
+        "prepare@math", "prepare@math_test", "rephrase@math", "prepare@openrs", "rephrase@openrs",
+    ]  # fmt: skip
+    tiny = plan_cells(Selection(matrix="demo"))
+    assert all_data_stages(tiny) == ["tiny_data"]
+
+
+def test_cells_are_added_to_params_keeping_comments_and_other_cells(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("# my note\nother: 1\ncells:\n  kept__a__b: {matrix: demo}\n")
+    plans = plan_cells(Selection(matrix="demo", methods=("gt_grpo", "entropy")), ["schedule.total_steps=2"])
+    assert dvc.add_cells_to_params(params, plans) is True
+    text = params.read_text()
+    assert text.startswith("# my note\nother: 1\n") and "kept__a__b" in text
+    entry = dvc_entry(plans[0])
+    assert entry["train_args"] == "schedule.total_steps=2" and entry["eval_args"] == ""
+    assert entry["run_dir"] == "runs/gt_grpo__tiny__tiny" and entry["data"] == "artifacts/tiny-data"
+    before = params.stat().st_mtime_ns
+    assert dvc.add_cells_to_params(params, plans) is False  # unchanged: not rewritten
+    assert params.stat().st_mtime_ns == before
+
+
+def test_a_malformed_params_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("cells: [a, b]\n")
+    plans = plan_cells(Selection(matrix="demo", cells=("gt_grpo__tiny__tiny",)))
+    with pytest.raises(dvc.DvcError, match=r"params\.yaml: 'cells' must map"):
+        dvc.add_cells_to_params(params, plans)
+    params.write_text("cells: {a: [\n")
+    with pytest.raises(dvc.DvcError, match="not valid YAML"):
+        dvc.add_cells_to_params(params, plans)
+    assert params.read_text() == "cells: {a: [\n"  # nothing written
+
+
+def test_an_override_with_white_space_cannot_become_a_stage_command() -> None:
+    plan = plan_cells(Selection(matrix="demo", cells=("gt_grpo__tiny__tiny",)), ["hub.org='my lab'"])[0]
+    with pytest.raises(ConfigError, match="white space"):
+        dvc_entry(plan)
+
+
+def test_settings_defaults_parameters_and_bad_values() -> None:
+    settings = load_settings()
+    assert settings.selection.matrix == "demo" and settings.gpu_concurrency == 1 and settings.push is False
+    assert settings.steps == ("data", "train", "evaluate", "ingest", "publish")
+    chosen = load_settings(["gpu.concurrency=2"], matrix="paper", methods=["gt_grpo"], steps=["evaluate"], push=True)
+    assert chosen.gpu_concurrency == 2 and chosen.selection.methods == ("gt_grpo",) and chosen.push
+    with pytest.raises(ConfigError, match=r"steps=.*each must be one of"):
+        load_settings(steps=["train", "deploy"])
+    with pytest.raises(ConfigError, match=r"gpu\.concurrency=0"):
+        load_settings(["gpu.concurrency=0"])
+    with pytest.raises(ConfigError, match=r"methods=.*list of strings"):
+        load_settings(methods=[1])  # type: ignore[list-item]
+
+
+def test_deployments_need_a_cron_and_known_parameters() -> None:
+    specs = deployment_specs()
+    assert specs["nightly"]["cron"] == "0 2 * * *"
+    assert specs["weekly-eval"]["parameters"] == {
+        "matrix": "paper",
+        "steps": ["evaluate", "ingest"],
+        "force_evaluate": True,
+    }
+    with pytest.raises(ConfigError, match=r"deployments\.nightly.*unknown colour"):
+        deployment_specs(["+deployments.nightly.parameters.colour=red"])
+    with pytest.raises(ConfigError, match="needs a cron"):
+        deployment_specs(["deployments.nightly.cron=null"])
+
+
+def test_only_transient_errors_are_retried() -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/api")
+    server_error = httpx.HTTPStatusError("boom", request=request, response=httpx.Response(503, request=request))
+    denied = httpx.HTTPStatusError("no", request=request, response=httpx.Response(401, request=request))
+    assert steps.is_transient(StoreBusyError("locked"))
+    assert steps.is_transient(httpx.ConnectError("refused"))
+    assert steps.is_transient(ConnectionResetError())
+    assert steps.is_transient(server_error)
+    assert not steps.is_transient(denied)
+    assert not steps.is_transient(FileNotFoundError("runs/x"))
+    assert not steps.is_transient(ConfigError("grpo.n=0"))
+    assert not steps.is_transient(None)
+
+
+def test_a_failed_run_names_each_failed_cell() -> None:
+    ok, bad = CellReport("a__b__c", "runs/a__b__c"), CellReport("d__e__f", "runs/d__e__f")
+    for step in ("train", "evaluate"):
+        ok.record(step, "done")
+    bad.record("train", "failed", "NotADirectoryError: runs/d__e__f")
+    bad.record("evaluate", "not run")
+    report = PipelineReport("demo", [ok, bad])
+    assert report.trained_and_evaluated() == ["a__b__c"]
+    error = PipelineFailed(report)
+    assert str(error) == "1 of 2 cell(s) failed: d__e__f (train: NotADirectoryError: runs/d__e__f)"
+    assert PipelineReport.from_dict(report.to_dict()).to_dict() == report.to_dict()
