@@ -1,0 +1,140 @@
+"""Push a publish folder to a Hub repo: create the repo (and a branch), then upload the folder as one commit.
+
+Idempotent: huggingface_hub (1.x) asks the Hub for each file's current oid before committing and leaves out the
+files that did not change; when none changed it makes no commit and answers the branch's head, so pushing an
+unchanged folder again changes nothing. The repo mirrors the folder: remote files the folder no longer has are
+deleted in the same commit (``.gitattributes`` excepted), and hidden bookkeeping files are never uploaded.
+
+The token comes from the environment (``HF_TOKEN``) or the Hugging Face cache (``hf auth login``), through
+``huggingface_hub.get_token()``; it is handed to the client only, never logged, printed or written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from huggingface_hub import CommitInfo, HfApi, constants, get_token
+
+from corewarding.hub.errors import PublishInputError, PushError
+from corewarding.hub.retry import with_retries
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+IGNORE_PATTERNS = [".*", "*/.*"]  # hidden bookkeeping (.manifest.json, .pushed.json) stays local
+MIRROR = ["*"]  # remote files missing from the folder are deleted in the same commit
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """Where a folder went: the repo, the revision, its head commit after the push, and whether that is new."""
+
+    repo_id: str
+    repo_type: str
+    revision: str
+    commit: str
+    created_commit: bool
+    endpoint: str
+
+
+def resolve_endpoint(endpoint: str | None = None) -> str:
+    """The Hub URL: the argument, else ``$HF_ENDPOINT`` (read now, not at import), else huggingface_hub's default."""
+    return (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def resolve_token(token: str | None = None) -> str:
+    """The token to push with: the argument (library callers), else ``HF_TOKEN``, else the cached login."""
+    found = token or get_token()
+    if not found:
+        raise PushError("no Hugging Face token: set HF_TOKEN or run `hf auth login` (a token that can write)")
+    return found
+
+
+def check_online() -> None:
+    if constants.is_offline_mode():
+        raise PushError("HF_HUB_OFFLINE is set: pushing needs the Hub; unset HF_HUB_OFFLINE to push")
+
+
+def push_folder(
+    folder: Path,
+    repo_id: str,
+    *,
+    repo_type: str = "model",
+    revision: str | None = None,
+    private: bool = False,
+    endpoint: str | None = None,
+    token: str | None = None,
+    retries: int = 4,
+    backoff: float = 2.0,
+    commit_message: str | None = None,
+) -> PushResult:
+    """Upload ``folder`` to ``repo_id`` at ``revision`` (a branch, created from ``main`` when missing; default main).
+
+    Each Hub call is retried on transient errors; a refusal (401, 403, 404, ...) raises PushError at once.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PublishInputError(f"{folder}: no such folder to push")
+    check_online()
+    secret = resolve_token(token)
+    url = resolve_endpoint(endpoint)
+    api = HfApi(endpoint=url, token=secret)
+    branch = revision or constants.DEFAULT_REVISION
+
+    def retried(what: str, call: Callable[[], T]) -> T:
+        return with_retries(f"{what} {repo_id}@{branch}", call, retries=retries, backoff=backoff, secret=secret)
+
+    visibility = True if private else None  # None: the Hub's default for the namespace
+    retried("create repo", lambda: api.create_repo(repo_id, repo_type=repo_type, private=visibility, exist_ok=True))
+    if branch != constants.DEFAULT_REVISION:
+        retried("create branch", lambda: api.create_branch(repo_id, branch=branch, repo_type=repo_type, exist_ok=True))
+    before = retried("read head of", lambda: api.repo_info(repo_id, repo_type=repo_type, revision=branch).sha)
+    info = retried(
+        "upload to",
+        lambda: api.upload_folder(
+            repo_id=repo_id,
+            folder_path=folder,
+            repo_type=repo_type,
+            revision=branch,
+            commit_message=commit_message or f"Publish {folder.name} with corewarding",
+            ignore_patterns=list(IGNORE_PATTERNS),
+            delete_patterns=list(MIRROR),
+        ),
+    )
+    if not isinstance(info, CommitInfo):  # upload_folder returns a Future only with run_as_future=True
+        raise PushError(f"upload to {repo_id}@{branch}: unexpected answer {type(info).__name__}")
+    created = info.oid != before
+    log.info("%s@%s: %s %s", repo_id, branch, "new commit" if created else "unchanged, head", info.oid)
+    return PushResult(repo_id, repo_type, branch, str(info.oid), created, url)
+
+
+def remote_head(
+    repo_id: str,
+    *,
+    repo_type: str = "model",
+    revision: str = "main",
+    endpoint: str | None = None,
+    token: str | None = None,
+    retries: int = 4,
+    backoff: float = 2.0,
+) -> str | None:
+    """The head commit of ``revision`` on the Hub, or None when the repo or the revision does not exist."""
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+    check_online()
+    secret = resolve_token(token)
+    api = HfApi(endpoint=resolve_endpoint(endpoint), token=secret)
+
+    def head() -> str | None:
+        try:
+            return api.repo_info(repo_id, repo_type=repo_type, revision=revision).sha
+        except (RepositoryNotFoundError, RevisionNotFoundError):
+            return None
+
+    return with_retries(f"read head of {repo_id}@{revision}", head, retries=retries, backoff=backoff, secret=secret)
