@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     from corewarding.pipeline.cli import add_subcommands as add_pipeline_subcommands
 
     add_pipeline_subcommands(sub)
+
+    from corewarding.hub.cli import add_subcommands as add_hub_subcommands
+
+    add_hub_subcommands(sub)
     return parser
 
 

@@ -117,7 +117,7 @@ def test_a_rerun_skips_what_is_done_and_resumes_an_interrupted_training(project:
     assert state.is_completed(), state.message
     report = {c["cell_id"]: c["steps"] for c in state.result()["cells"]}
     assert report[GOOD[0]] == {"train": "done", "evaluate": "skipped", "ingest": "done"}
-    assert report[GOOD[1]] == {"train": "skipped", "evaluate": "skipped", "ingest": "done"}
+    assert report[GOOD[1]] == {"train": "skipped", "evaluate": "skipped", "ingest": "skipped"}
     assert _metrics(run) == full_metrics  # resumed at step 9: the same numbers
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
     assert (run / "eval/pipeline.json").stat().st_mtime_ns == eval_stamp

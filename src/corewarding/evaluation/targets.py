@@ -84,7 +84,7 @@ def model_target(model: str, step: int | None = None) -> Target:
     return Target(step, folder, f"{model}@{commit}")
 
 
-def _saved_steps(checkpoints: Path) -> dict[int, Path]:
+def saved_checkpoints(checkpoints: Path) -> dict[int, Path]:
     """Complete checkpoints by step: local (``global_step_N/model``) or verl (``global_step_N/actor``)."""
     found: dict[int, Path] = {}
     if checkpoints.is_dir():
@@ -99,10 +99,10 @@ def _saved_steps(checkpoints: Path) -> dict[int, Path]:
 
 def saved_steps(checkpoints: Path) -> list[int]:
     """The steps with a complete checkpoint (local or verl), ascending."""
-    return sorted(_saved_steps(checkpoints))
+    return sorted(saved_checkpoints(checkpoints))
 
 
-def _hf_folder(run_dir: Path, step: int, saved: Path) -> Path:
+def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
     """A transformers-loadable folder for a saved step (a verl actor checkpoint is merged once, into hf/)."""
     if saved.name == "model":
         return saved
@@ -143,11 +143,11 @@ def base_model_target(run_dir: Path) -> Target:
 
 def run_targets(run_dir: Path, steps: str = "all", include_base: bool = False) -> list[Target]:
     """The targets of a run: its saved checkpoint steps (and its base model first, when asked)."""
-    saved = _saved_steps(run_dir / "checkpoints")
+    saved = saved_checkpoints(run_dir / "checkpoints")
     if not saved:
         raise FileNotFoundError(f"{run_dir / 'checkpoints'}: no saved checkpoint (global_step_N/model or /actor)")
     targets = [base_model_target(run_dir)] if include_base else []
     for step in select_steps(sorted(saved), steps):
-        folder = _hf_folder(run_dir, step, saved[step])
+        folder = hf_model_folder(run_dir, step, saved[step])
         targets.append(Target(step, str(folder), folder_fingerprint(folder)))
     return targets

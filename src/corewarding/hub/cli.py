@@ -109,7 +109,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="build (and --push) the Hub dataset folder of a rephrased training set",
         description="Build the Hub folder of data/<set>/ (train_pairs.parquet, the aligned parquets, the quality "
         "reports, a dataset card) under --out (default <data-dir>/<set>/publish) and push it with --push to "
-        "{org}/Co-rewarding-Rephrased{hub_name}.",
+        "{org}/<the name of the set's released rephrasing>, e.g. Co-rewarding-RephrasedDAPO-14k "
+        "(Co-rewarding-Rephrased{hub_name} for a set without one).",
     )
     data.add_argument("set", help="a training set with a rephrasing, e.g. math, dapo14k, openrs, tiny")
     data.add_argument("--data-dir", default="data", help="where the prepared sets live (default: data)")

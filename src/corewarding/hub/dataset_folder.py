@@ -24,12 +24,15 @@ REPHRASE_REPORT = "train_rephrased.quality.json"
 
 
 def dataset_repo_id(set_name: str, org: str) -> str:
-    """``{org}/Co-rewarding-Rephrased{hub_name}``, the hub_name read from ``configs/dataset/<set>.yaml``."""
+    """``{org}/<name>``: the name of the set's released rephrasing (``dataset.rephrased_release`` in
+    ``configs/dataset/<set>.yaml``, e.g. ``Co-rewarding-RephrasedDAPO-14k``), else ``Co-rewarding-Rephrased{hub_name}``.
+    """
     try:
-        hub_name = load_group_option("dataset", set_name).dataset.hub_name
+        dataset = load_group_option("dataset", set_name).dataset
     except KeyError as exc:
         raise PublishInputError(str(exc.args[0])) from None
-    return f"{org}/Co-rewarding-Rephrased{hub_name}"
+    release = dataset.get("rephrased_release")
+    return f"{org}/{str(release).split('/')[-1] if release else f'Co-rewarding-Rephrased{dataset.hub_name}'}"
 
 
 def default_org() -> str:

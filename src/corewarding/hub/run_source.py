@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from corewarding.evaluation.targets import _hf_folder, _saved_steps, select_steps
+from corewarding.evaluation.targets import hf_model_folder, saved_checkpoints, select_steps
 from corewarding.hub.errors import PublishInputError
 from corewarding.matrix import DEFAULT_HUB_ORG, Cell, parse_cell_id
 
@@ -99,7 +99,7 @@ def load_run(run_dir: Path) -> RunSource:
         raise PublishInputError(f"{config_path}: not a readable config ({exc})") from exc
     if not isinstance(config, dict):
         raise PublishInputError(f"{config_path}: expected a mapping at the top level")
-    saved = _saved_steps(run_dir / "checkpoints")
+    saved = saved_checkpoints(run_dir / "checkpoints")
     if not saved:
         raise PublishInputError(
             f"{run_dir / 'checkpoints'}: no saved checkpoint (global_step_N/model or global_step_N/actor)"
@@ -133,7 +133,7 @@ def model_folder(source: RunSource, step: int) -> Path:
         raise PublishInputError(
             f"{source.run_dir / 'checkpoints'}: no checkpoint for step {step}; saved steps: {sorted(source.saved)}"
         )
-    return _hf_folder(source.run_dir, step, source.saved[step])
+    return hf_model_folder(source.run_dir, step, source.saved[step])
 
 
 def training_rows(source: RunSource, step: int) -> list[dict[str, Any]]:

@@ -149,7 +149,8 @@ def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
     from corewarding.results.ingest import ingest
 
     summary = ingest(db, run_dirs=[plan.run_dir])
-    return StepResult(plan.cell_id, "ingest", "done", {"db": str(db), "rows": summary.to_dict().get("rows", {})})
+    status = "done" if summary.changed else "skipped"  # skipped: every file was ingested before, unchanged
+    return StepResult(plan.cell_id, "ingest", status, {"db": str(db), "rows": summary.rows})
 
 
 def ingest_data_reports(db: Path, data_dir: Path) -> dict[str, Any]:

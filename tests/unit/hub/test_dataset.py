@@ -43,7 +43,9 @@ REPHRASE_REPORT = {
 def test_dataset_folder_and_card(tmp_path: Path) -> None:
     set_dir = write_set(tmp_path / "data", "tiny", 12, REPHRASE_REPORT)
     repo_id = dataset_repo_id("tiny", "my-lab")
-    assert repo_id == "my-lab/Co-rewarding-RephrasedTiny"
+    assert repo_id == "my-lab/Co-rewarding-RephrasedTiny"  # no release: the name from hub_name
+    # With a release, its name (the paper's DAPO release is "DAPO-14k", not the set's hub_name "DAPO14k").
+    assert dataset_repo_id("dapo14k", "my-lab") == "my-lab/Co-rewarding-RephrasedDAPO-14k"
     folder = build_dataset_folder(set_dir, tmp_path / "out", repo_id=repo_id)
     assert folder.repo_type == "dataset" and folder.step is None
     assert set(folder.files) == {"README.md", "train_pairs.parquet", "train_original.parquet",
