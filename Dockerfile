@@ -50,7 +50,7 @@ COPY configs ./configs
 # the Prefect flows and the DVC pipeline, so a worker in this image runs the deployments (--root /opt/corewarding)
 COPY flows ./flows
 COPY dashboard ./dashboard
-COPY dvc.yaml params.yaml ./
+COPY dvc.yaml params.yaml .dvcignore ./
 COPY .dvc/config .dvc/.gitignore ./.dvc/
 RUN pip install -e ".[gpu]" && pip check && dvc config --local core.no_scm true  # no .git in the image
 

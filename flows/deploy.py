@@ -43,6 +43,7 @@ def _deployment_kwargs(name: str, spec: dict[str, Any], config: Sequence[str]) -
         "schedules": [Cron(str(spec["cron"]), timezone=str(spec.get("timezone") or "UTC"))],
         "parameters": parameters,
         "tags": ["corewarding"],
+        "concurrency_limit": 1,  # a nightly run still going when the next is due is not doubled
     }
 
 

@@ -11,10 +11,9 @@ from typing import Any
 
 from prefect import flow
 
-from corewarding.pipeline.cells import plan_cells
-from corewarding.pipeline.dvc import is_dvc_repo
+from corewarding.pipeline.cells import all_data_stages, plan_cells
 from corewarding.pipeline.report import PipelineReport
-from corewarding.pipeline.settings import load_settings
+from corewarding.pipeline.settings import load_settings, should_record
 from flows import tasks
 
 
@@ -38,19 +37,16 @@ def pipeline(
         steps=steps, overrides=overrides, eval_overrides=eval_overrides, push=push, force_evaluate=force_evaluate,
     )  # fmt: skip
     plans = plan_cells(settings.selection, settings.overrides, settings.eval_overrides)
-    selection = (settings.selection.matrix, [p.cell_id for p in plans])
     report = PipelineReport(settings.selection.matrix, [])
     tasks.ensure_gpu_limit(settings.gpu_tag, settings.gpu_concurrency)
-    record = settings.record_dvc and is_dvc_repo(Path.cwd())
-    if record:
-        tasks.list_cells_for_dvc(*selection, list(settings.overrides), settings.params_file)
+    data_failed: dict[str, str] = {}
     if "data" in settings.steps:
-        report.data_stages = tasks.reproduce_data(
-            *selection, list(settings.overrides), settings.results_db, settings.data_dir
+        report.data_stages = all_data_stages(plans)
+        ids = [p.cell_id for p in plans]
+        data_failed = tasks.reproduce_data(
+            settings.selection.matrix, ids, list(settings.overrides), settings.results_db, settings.data_dir
         )
-    submitted = [(plan, tasks.submit_cell(plan, settings)) for plan in plans]
-    report.cells = [tasks.collect(plan, futures) for plan, futures in submitted]
-    finished = report.trained_and_evaluated()
-    if record and {"train", "evaluate"} <= set(settings.steps) and finished:
-        report.recorded = tasks.record_dvc_stages(finished)
+    report.cells = tasks.run_cells(plans, settings, data_failed)
+    if should_record(settings, Path.cwd()):
+        tasks.record_dvc(plans, settings, report)
     return tasks.finish(report)

@@ -16,7 +16,7 @@ from prefect.client.orchestration import get_client
 from prefect.futures import PrefectFuture
 
 from corewarding.pipeline import dvc, steps
-from corewarding.pipeline.cells import CellPlan, Selection, all_data_stages, plan_cell, plan_cells
+from corewarding.pipeline.cells import CellPlan, Selection, data_groups, plan_cell, plan_cells
 from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings
 
@@ -35,17 +35,12 @@ def _plans(matrix: str, cell_ids: list[str], overrides: list[str]) -> list[CellP
     return plan_cells(Selection(matrix=matrix, cells=tuple(cell_ids)), overrides)
 
 
-@task(name="list-cells-for-dvc", cache_policy=NO_CACHE)
-def list_cells_for_dvc(matrix: str, cell_ids: list[str], overrides: list[str], params_file: Path) -> bool:
-    return dvc.add_cells_to_params(params_file, _plans(matrix, cell_ids, overrides))
-
-
 @task(name="reproduce-data", cache_policy=NO_CACHE)
-def reproduce_data(matrix: str, cell_ids: list[str], overrides: list[str], db: Path, data_dir: Path) -> list[str]:
-    stages = all_data_stages(_plans(matrix, cell_ids, overrides))
-    dvc.repro_stages(Path.cwd(), stages)
+def reproduce_data(matrix: str, cell_ids: list[str], overrides: list[str], db: Path, data_dir: Path) -> dict[str, str]:
+    """``dvc repro`` per group of data stages; returns cell id -> error for cells whose data failed."""
+    failed = dvc.reproduce_groups(Path.cwd(), data_groups(_plans(matrix, cell_ids, overrides)))
     steps.ingest_data_reports(db, data_dir)
-    return stages
+    return failed
 
 
 @task(name="train", cache_policy=NO_CACHE)
@@ -69,8 +64,10 @@ def publish(matrix: str, cell_id: str, overrides: list[str], push: bool, org: st
 
 
 @task(name="record-dvc-stages", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
-def record_dvc_stages(cell_ids: list[str]) -> list[str]:
-    return dvc.record_stages(Path.cwd(), cell_ids)
+def record_dvc_stages(
+    matrix: str, cell_ids: list[str], overrides: list[str], params_file: Path, trained: list[str], evaluated: list[str]
+) -> list[str]:
+    return dvc.record_cells(Path.cwd(), params_file, _plans(matrix, cell_ids, overrides), trained, evaluated)
 
 
 def submit_cell(plan: CellPlan, settings: PipelineSettings) -> dict[str, PrefectFuture[Any]]:
@@ -96,24 +93,51 @@ def submit_cell(plan: CellPlan, settings: PipelineSettings) -> dict[str, Prefect
     return futures
 
 
-def collect(plan: CellPlan, futures: dict[str, PrefectFuture[Any]]) -> CellReport:
-    """Wait for a cell's steps and record each one's outcome."""
-    report = CellReport(plan.cell_id, str(plan.run_dir))
-    for step, future in futures.items():
-        future.wait()
-        state = future.state
-        if state.is_completed():
-            report.record(step, str(future.result()["status"]))
-        elif state.is_failed() or state.is_crashed():
-            error = state.result(raise_on_failure=False)
-            report.record(step, "failed", f"{type(error).__name__}: {error}" if error else state.message)
-        else:
-            report.record(step, "not run")
-    return report
+def _outcome(future: PrefectFuture[Any]) -> tuple[str, Any, str | None]:
+    """(status, result, error) of a finished task run: done/skipped from its result, failed, or not run."""
+    future.wait()
+    state = future.state
+    if state.is_completed():
+        result = future.result()
+        return (str(result["status"]) if isinstance(result, dict) and "status" in result else "done"), result, None
+    if state.is_failed() or state.is_crashed():
+        error = state.result(raise_on_failure=False)
+        return "failed", None, f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else state.message
+    return "not run", None, None
+
+
+def run_cells(plans: list[CellPlan], settings: PipelineSettings, data_failed: dict[str, str]) -> list[CellReport]:
+    """Submit every cell whose data is ready, then wait for all; a cell whose data failed is reported, not run."""
+    submitted = {p.cell_id: submit_cell(p, settings) for p in plans if p.cell_id not in data_failed}
+    reports = []
+    for plan in plans:
+        report = CellReport(plan.cell_id, str(plan.run_dir))
+        if plan.cell_id in data_failed:
+            report.record("data", "failed", data_failed[plan.cell_id])
+            for step in settings.steps:
+                if step != "data":
+                    report.record(step, "not run")
+        for step, future in submitted.get(plan.cell_id, {}).items():
+            status, _, error = _outcome(future)
+            report.record(step, status, error)
+        reports.append(report)
+    return reports
+
+
+def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: PipelineReport) -> None:
+    """Record in DVC the stages that ran; a failure is kept in the report instead of ending the flow early."""
+    ids = [p.cell_id for p in plans]
+    io = {"retries": settings.retries_io, "retry_delay_seconds": settings.retry_delay_s}
+    future = record_dvc_stages.with_options(**io).submit(
+        settings.selection.matrix, ids, list(settings.overrides), settings.params_file,
+        report.ran("train"), report.ran("evaluate"),
+    )  # fmt: skip
+    _, result, error = _outcome(future)
+    report.recorded, report.dvc_error = (result or []), error
 
 
 def finish(report: PipelineReport) -> dict[str, Any]:
-    """The run's report; raises PipelineFailed (the flow run fails, naming the cells) when any cell failed."""
-    if report.failed:
+    """The run's report; raises PipelineFailed (the flow run fails, naming the cells) when anything failed."""
+    if not report.ok:
         raise PipelineFailed(report)
     return report.to_dict()

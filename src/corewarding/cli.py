@@ -149,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from corewarding.config import ConfigError
     from corewarding.data.io import SourceError
+    from corewarding.pipeline.dvc import DvcError
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -163,8 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
     try:
         return int(args.func(args))
-    except (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError) as exc:
+    except (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError, DvcError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyError as exc:  # an unknown matrix, cell or config option; the message lists the known ones
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
 
 

@@ -83,8 +83,13 @@ def format_table(rows: Sequence[DemoRow]) -> str:
          fmt(r.val_accuracy), fmt(r.seconds, 1))
         for r in rows
     ]  # fmt: skip
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    return plain_table(header, body)
+
+
+def plain_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns under a dashed rule (the CLI's tables)."""
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
     return "\n".join(lines)

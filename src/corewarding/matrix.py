@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -106,19 +107,43 @@ def load_matrix(name: str = "paper") -> Matrix:
         cells.append(cell)
     if len(set(cells)) != len(cells):
         raise ValueError(f"{path}: duplicate cells")
-    unknown = set(raw) - {"name", "cells", "overrides", "training", "evaluation"}
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {', '.join(sorted(unknown))}")
-    training = raw.get("training") or {}
-    evaluation = raw.get("evaluation") or {}
+    _check_keys(path, "", raw, {"name", "cells", "overrides", "training", "evaluation"})
+    training = _section(path, raw, "training", {"overrides"})
+    evaluation = _section(path, raw, "evaluation", {"benchmarks", "overrides"})
+    benchmarks = evaluation.get("benchmarks", "paper")
+    if not isinstance(benchmarks, str):
+        raise ValueError(f"{path}: evaluation.benchmarks must be a comma-separated string, e.g. 'math500,amc'")
     return Matrix(
         str(raw.get("name", name)),
         tuple(cells),
-        tuple(raw.get("overrides") or ()),
-        train_overrides=tuple(training.get("overrides") or ()),
-        eval_benchmarks=str(evaluation.get("benchmarks", "paper")),
-        eval_overrides=tuple(evaluation.get("overrides") or ()),
+        _strings(path, "overrides", raw.get("overrides")),
+        train_overrides=_strings(path, "training.overrides", training.get("overrides")),
+        eval_benchmarks=benchmarks,
+        eval_overrides=_strings(path, "evaluation.overrides", evaluation.get("overrides")),
     )
+
+
+def _check_keys(path: Path, where: str, section: dict[Any, Any], known: set[str]) -> None:
+    unknown = set(section) - known
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {', '.join(f'{where}{k}' for k in sorted(unknown))}")
+
+
+def _section(path: Path, raw: dict[Any, Any], key: str, known: set[str]) -> dict[Any, Any]:
+    """An optional mapping of a matrix file, its keys checked."""
+    section = raw.get(key) or {}
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: {key} must be a mapping (with {', '.join(sorted(known))})")
+    _check_keys(path, f"{key}.", section, known)
+    return section
+
+
+def _strings(path: Path, key: str, value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{path}: {key} must be a list of Hydra overrides (strings)")
+    return tuple(value)
 
 
 def select_cells(

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.net import free_port, wait_healthy
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -49,12 +48,6 @@ def chromium() -> str:
     return CHROMIUM
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _listening_addresses(port: int) -> set[str]:
     """Local addresses (hex, as /proc/net/tcp writes them) listening on ``port``."""
     found = set()
@@ -69,7 +62,7 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.fixture()
 def server(chromium: str, synthetic_store: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "corewarding.cli", "dashboard", "--db", str(synthetic_store), "--port", str(port)],
         stdout=subprocess.PIPE,
@@ -79,16 +72,7 @@ def server(chromium: str, synthetic_store: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the dashboard did not start: {proc.communicate()[0][-2000:]}") from None
-                time.sleep(0.3)
+        wait_healthy(f"{url}/_stcore/health", proc, lambda: proc.communicate()[0])
         yield url
     finally:
         os.killpg(proc.pid, 15)

@@ -7,34 +7,26 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from tests.support.net import free_port, wait_healthy
 from tests.support.repo import clone_project, dvc_bin
 
 BIN = Path(sys.executable).parent
 CELL = "self_certainty__tiny__tiny"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A real Prefect server on 127.0.0.1 with its own home; yields the environment that points at it."""
     home = tmp_path_factory.mktemp("prefect-server")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
@@ -49,16 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (home / "server.log").read_text()[-3000:]
-            time.sleep(0.5)
+        wait_healthy(f"http://127.0.0.1:{port}/api/health", proc, (home / "server.log").read_text)
         yield env
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -91,7 +91,18 @@ def test_pipeline_runs_the_good_cells_reports_the_broken_one_and_records_dvc(pro
     method.write_text(method.read_text().replace("data_seed: 1234", "data_seed: 4321"))
     status = run_dvc(project, "status", *recorded)
     assert f"train@{GOOD[1]}:" in status and GOOD[0] not in status
-    method.write_text(method.read_text().replace("data_seed: 4321", "data_seed: 1234"))
+
+    # `dvc repro` alone retrains and re-evaluates exactly that cell; the earlier run is kept aside.
+    before = _metrics(project / "runs" / GOOD[1])
+    rerun = run_dvc(project, "repro", *recorded)
+    assert f"Running stage 'train@{GOOD[1]}'" in rerun and f"Running stage 'evaluate@{GOOD[1]}'" in rerun
+    assert GOOD[0] not in rerun.replace(f"'evaluate@{GOOD[0]}' didn't change", "").replace(
+        f"'train@{GOOD[0]}' didn't change", ""
+    )
+    assert _metrics(project / "runs" / GOOD[1]) != before  # another data order, other numbers
+    superseded = list((project / "runs/.superseded").iterdir())
+    assert [p.name.split("-")[0] for p in superseded] == [GOOD[1]] and (superseded[0] / "eval").is_dir()
+    assert "up to date" in run_dvc(project, "status", *recorded)
 
 
 def _metrics(run: Path) -> list[dict[str, object]]:
@@ -115,9 +126,19 @@ def test_a_rerun_skips_what_is_done_and_resumes_an_interrupted_training(project:
     state = _run(cells=GOOD, steps=["train", "evaluate", "ingest"])
 
     assert state.is_completed(), state.message
-    report = {c["cell_id"]: c["steps"] for c in state.result()["cells"]}
-    assert report[GOOD[0]] == {"train": "done", "evaluate": "skipped", "ingest": "done"}
-    assert report[GOOD[1]] == {"train": "skipped", "evaluate": "skipped", "ingest": "skipped"}
+    result = state.result()
+    report = {c["cell_id"]: c["steps"] for c in result["cells"]}
+    # The resumed cell trains from step 9 and its re-saved step 12 is evaluated again; the other cell (retrained by
+    # dvc repro above) has nothing left to do but the ingestion of its new files.
+    assert report[GOOD[0]] == {"train": "done", "evaluate": "done", "ingest": "done"}
+    assert report[GOOD[1]] == {"train": "skipped", "evaluate": "skipped", "ingest": "done"}
     assert _metrics(run) == full_metrics  # resumed at step 9: the same numbers
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
-    assert (run / "eval/pipeline.json").stat().st_mtime_ns == eval_stamp
+    assert (run / "eval/pipeline.json").stat().st_mtime_ns != eval_stamp
+    assert result["dvc_recorded"] == [f"train@{GOOD[0]}", f"evaluate@{GOOD[0]}"]  # only what ran now
+    recorded = [f"{kind}@{cell}" for cell in GOOD for kind in ("train", "evaluate")]
+    assert "up to date" in run_dvc(project, "status", *recorded)
+
+    again = _run(cells=GOOD, steps=["train", "evaluate", "ingest"]).result()
+    assert {c["cell_id"]: set(c["steps"].values()) for c in again["cells"]} == {c: {"skipped"} for c in GOOD}
+    assert again["dvc_recorded"] == []

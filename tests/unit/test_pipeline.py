@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -10,10 +12,19 @@ import pytest
 from corewarding.config import ConfigError
 from corewarding.matrix import load_matrix
 from corewarding.pipeline import dvc, steps
-from corewarding.pipeline.cells import Selection, all_data_stages, data_stages, dvc_entry, plan_cells
+from corewarding.pipeline.cells import (
+    Selection,
+    all_data_stages,
+    data_stages,
+    dvc_entry,
+    method_parent,
+    plan_cells,
+)
 from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import deployment_specs, load_settings
 from corewarding.results.store import StoreBusyError
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_selection_by_method_model_dataset_and_cell_id() -> None:
@@ -70,10 +81,64 @@ def test_cells_are_added_to_params_keeping_comments_and_other_cells(tmp_path: Pa
     assert text.startswith("# my note\nother: 1\n") and "kept__a__b" in text
     entry = dvc_entry(plans[0])
     assert entry["train_args"] == "schedule.total_steps=2" and entry["eval_args"] == ""
-    assert entry["run_dir"] == "runs/gt_grpo__tiny__tiny" and entry["data"] == "artifacts/tiny-data"
+    assert entry["run_dir"] == "runs/gt_grpo__tiny__tiny" and entry["method_parent"] == "gt_grpo"
+    assert (entry["data"], entry["paired_data"], entry["val_data"]) == (
+        "artifacts/tiny-data/train.parquet", "artifacts/tiny-data/train.parquet", "artifacts/tiny-data/test.parquet",
+    )  # fmt: skip
     before = params.stat().st_mtime_ns
     assert dvc.add_cells_to_params(params, plans) is False  # unchanged: not rewritten
     assert params.stat().st_mtime_ns == before
+    # A later run with other overrides changes a listed cell's arguments only for the steps it ran.
+    again = plan_cells(Selection(matrix="demo", methods=("gt_grpo", "entropy")), ["seed=7"], ["seed=3"])
+    assert dvc.add_cells_to_params(params, again, trained=["entropy__tiny__tiny"], evaluated=[]) is True
+    from ruamel.yaml import YAML
+
+    cells = YAML().load(params.read_text())["cells"]
+    assert cells["gt_grpo__tiny__tiny"]["train_args"] == "schedule.total_steps=2"  # kept: it did not train now
+    assert cells["entropy__tiny__tiny"]["train_args"] == "seed=7" and cells["entropy__tiny__tiny"]["eval_args"] == ""
+
+
+def test_cells_train_on_exactly_their_files_and_ablations_track_their_parent() -> None:
+    cr1 = plan_cells(Selection(matrix="paper", cells=("co_rewarding_1__qwen3-4b-base__math",)))[0]
+    gt = plan_cells(Selection(matrix="paper", cells=("gt_grpo__qwen3-4b-base__math",)))[0]
+    assert (dvc_entry(cr1)["data"], dvc_entry(cr1)["paired_data"]) == (
+        "data/math/train_original.parquet", "data/math/train_rephrased.parquet",
+    )  # fmt: skip
+    assert dvc_entry(gt)["data"] == dvc_entry(gt)["paired_data"] == "data/math/train.parquet"
+    assert dvc_entry(gt)["val_data"] == "data/math_test/test.parquet"
+    assert method_parent("co_rewarding_2_frozen_teacher") == "co_rewarding_2"
+    assert method_parent("majority_voting_rephrased") == "majority_voting"
+    assert method_parent("entropy") == "entropy"
+
+
+def test_one_failing_group_of_data_stages_fails_only_its_cells(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    dvc.run_dvc(repo, "init", "-q")
+    (repo / "dvc.yaml").write_text("stages:\n  ok:\n    cmd: echo made > made.txt\n    outs: [made.txt]\n"
+                                   "  broken:\n    cmd: exit 3\n    outs: [never.txt]\n")  # fmt: skip
+    failed = dvc.reproduce_groups(repo, {("ok",): ["a__b__c"], ("broken",): ["d__e__f", "g__h__i"], (): ["j__k__l"]})
+    assert set(failed) == {"d__e__f", "g__h__i"} and "broken" in failed["d__e__f"]
+    assert (repo / "made.txt").read_text() == "made\n"
+
+
+def test_a_malformed_matrix_file_is_an_error_naming_the_file_and_key(tmp_path: Path) -> None:
+    configs = tmp_path / "configs"
+    shutil.copytree(REPO / "configs", configs)
+    cells = "cells:\n  - {method: gt_grpo, base_model: tiny, dataset: tiny}\n"
+    for body, message in (
+        ("training: [backend=verl]\n", "training must be a mapping"),
+        ("training: {overrides: backend=verl}\n", "training.overrides must be a list"),
+        ("training: {override: [backend=verl]}\n", r"unknown key\(s\) training.override"),
+        ("evaluation: {benchmarks: [math500, amc]}\n", "evaluation.benchmarks must be a comma-separated string"),
+    ):
+        (configs / "matrix/bad.yaml").write_text(body + cells)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("COREWARDING_CONFIG_DIR", str(configs))
+            with pytest.raises(ValueError, match=message) as caught:
+                load_matrix("bad")
+        assert "bad.yaml" in str(caught.value)
 
 
 def test_a_malformed_params_file_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -106,6 +171,11 @@ def test_settings_defaults_parameters_and_bad_values() -> None:
         load_settings(["gpu.concurrency=0"])
     with pytest.raises(ConfigError, match=r"methods=.*list of strings"):
         load_settings(methods=[1])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match=r"paths\.data_dir=elsewhere.*without the data step"):
+        load_settings(overrides=["paths.data_dir=elsewhere"])
+    assert load_settings(overrides=["paths.data_dir=elsewhere"], steps=["train"]).overrides == (
+        "paths.data_dir=elsewhere",
+    )
 
 
 def test_deployments_need_a_cron_and_known_parameters() -> None:
@@ -127,6 +197,8 @@ def test_only_transient_errors_are_retried() -> None:
     server_error = httpx.HTTPStatusError("boom", request=request, response=httpx.Response(503, request=request))
     denied = httpx.HTTPStatusError("no", request=request, response=httpx.Response(401, request=request))
     assert steps.is_transient(StoreBusyError("locked"))
+    assert steps.is_transient(dvc.DvcLockError("Unable to acquire lock"))
+    assert not steps.is_transient(dvc.DvcError("stage 'x' failed"))
     assert steps.is_transient(httpx.ConnectError("refused"))
     assert steps.is_transient(ConnectionResetError())
     assert steps.is_transient(server_error)
@@ -143,7 +215,9 @@ def test_a_failed_run_names_each_failed_cell() -> None:
     bad.record("train", "failed", "NotADirectoryError: runs/d__e__f")
     bad.record("evaluate", "not run")
     report = PipelineReport("demo", [ok, bad])
-    assert report.trained_and_evaluated() == ["a__b__c"]
+    assert report.ran("train") == ["a__b__c"] and not report.ok
     error = PipelineFailed(report)
     assert str(error) == "1 of 2 cell(s) failed: d__e__f (train: NotADirectoryError: runs/d__e__f)"
+    report.dvc_error = "DvcLockError: locked"
+    assert str(PipelineFailed(report)).endswith("; recording the DVC stages failed: DvcLockError: locked")
     assert PipelineReport.from_dict(report.to_dict()).to_dict() == report.to_dict()

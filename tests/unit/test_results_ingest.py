@@ -210,6 +210,25 @@ def test_samples_are_ingested_and_duplicates_refused(tmp_path: Path) -> None:
         ingest(db, [tmp_path / "runs"])
 
 
+def test_a_file_gone_from_a_run_takes_its_rows_and_hidden_folders_are_not_runs(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "runs" / "r1", LINES)
+    (run / "eval").mkdir()
+    pd.DataFrame({"step": [2], "benchmark": ["AMC"], "problem_id": [1], "sample_index": [0], "response": ["x"],
+                  "extracted_answer": ["1"], "correct_strict": [True], "correct_math_verify": [True], "length": [1],
+                  "truncated": [False]}).to_parquet(run / "eval" / "samples.parquet")  # fmt: skip
+    write_run(tmp_path / "runs" / ".superseded" / "r1-old", LINES)  # a run moved aside: not ingested
+    db = tmp_path / "r.duckdb"
+    ingest(db, [tmp_path / "runs"])
+    assert rows(db, "SELECT count(*) FROM eval_samples") == [(1,)] and rows(db, "SELECT count(*) FROM runs") == [(1,)]
+    (run / "eval" / "samples.parquet").unlink()  # e.g. the run was trained again and not yet evaluated
+    summary = ingest(db, [tmp_path / "runs"])
+    assert rows(db, "SELECT count(*) FROM eval_samples") == [(0,)] and summary.changed == [
+        str(run / "eval/samples.parquet")
+    ]
+    assert rows(db, "SELECT count(*) FROM training_metrics WHERE step = 2") == [(3,)]  # its other files stay
+    assert ingest(db, [tmp_path / "runs"]).changed == []
+
+
 def report(**overrides: object) -> dict[str, object]:
     base: dict[str, object] = {
         "dataset": "math",

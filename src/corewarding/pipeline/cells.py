@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from corewarding.config import ConfigError, compose_config
+from corewarding.config import ConfigError, compose_config, load_group_option
 from corewarding.matrix import Cell, Matrix, load_matrix, run_dir, select_cells
 
 
@@ -96,6 +96,27 @@ def all_data_stages(plans: Sequence[CellPlan]) -> list[str]:
     return list(dict.fromkeys(stage for plan in plans for stage in data_stages(plan)))
 
 
+def data_files(plan: CellPlan) -> dict[str, str]:
+    """The files the cell trains and validates on (what its ``train@`` stage depends on)."""
+    from corewarding.training.inputs import needs_rephrased_view
+
+    dataset = plan.cfg.dataset
+    paired = needs_rephrased_view(plan.cfg)
+    train = str(dataset.original_files if paired else dataset.train_files)
+    return {
+        "data": train,
+        "paired_data": str(dataset.rephrased_files) if paired else train,
+        "val_data": str(dataset.val_files),
+    }
+
+
+def method_parent(method: str) -> str:
+    """The method file an ablation extends (its Hydra defaults), or the method itself: both are DVC params."""
+    defaults = load_group_option("method", method).get("defaults") or []
+    parents = [d for d in defaults if isinstance(d, str) and d != "_self_"]
+    return parents[0] if parents else method
+
+
 def dvc_entry(plan: CellPlan) -> dict[str, str]:
     """The cell's entry in ``params.yaml: cells`` (the foreach of the ``train@``/``evaluate@`` stages).
 
@@ -109,14 +130,22 @@ def dvc_entry(plan: CellPlan) -> dict[str, str]:
     return {
         "matrix": plan.matrix.name,
         "method": plan.cell.method,
+        "method_parent": method_parent(plan.cell.method),
         "base_model": plan.cell.base_model,
         "dataset": plan.cell.dataset,
         "run_dir": str(plan.run_dir),
-        "data": str(Path(str(plan.cfg.dataset.train_files)).parent),
-        "val_data": str(Path(str(plan.cfg.dataset.val_files)).parent),
+        **data_files(plan),
         "train_args": " ".join(args["train_args"]),
         "eval_args": " ".join(args["eval_args"]),
     }
+
+
+def data_groups(plans: Sequence[CellPlan]) -> dict[tuple[str, ...], list[str]]:
+    """Cells grouped by the data stages they need, so one failing group does not hold back the others."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for plan in plans:
+        groups.setdefault(tuple(data_stages(plan)), []).append(plan.cell_id)
+    return groups
 
 
 def plan_cell(matrix: str, cell_id: str, overrides: Sequence[str] = (), eval_overrides: Sequence[str] = ()) -> CellPlan:

@@ -74,7 +74,7 @@ def _cell_step(args: argparse.Namespace) -> int:
     from corewarding.pipeline.cells import path_overrides, plan_cell
 
     if args.step == "train":
-        result = steps.train_cell(plan_cell(args.matrix, args.cell_id, args.overrides))
+        result = steps.train_cell(plan_cell(args.matrix, args.cell_id, args.overrides), force=args.force)
     else:  # evaluation overrides; their paths.* also locate the run
         others = [o for o in args.overrides if o not in path_overrides(args.overrides)]
         plan = plan_cell(args.matrix, args.cell_id, path_overrides(args.overrides), others)
@@ -132,8 +132,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         parser.add_argument("cell_id")
         parser.add_argument("--matrix", default="demo", help="the matrix the cell belongs to (default: demo)")
         parser.add_argument("overrides", nargs="*")
-        if step == "evaluate":
-            parser.add_argument("--force", action="store_true", help="evaluate even when every step was evaluated")
+        parser.add_argument(
+            "--force", action="store_true",
+            help="redo it even when done (train: the finished run is moved to runs/.superseded/ and trained again; "
+            "evaluate: the harness recomputes the units whose inputs changed); dvc repro calls this",
+        )  # fmt: skip
         parser.set_defaults(func=_cell_step)
 
     deploy = sub.add_parser("deploy", help="register the scheduled deployments with the Prefect server")

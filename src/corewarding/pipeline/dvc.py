@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 class DvcError(RuntimeError):
     """A dvc command failed; the message holds the command and the end of its output."""
+
+
+class DvcLockError(DvcError):
+    """Another dvc process holds the repository lock (worth a retry)."""
 
 
 def dvc_executable() -> str:
@@ -45,7 +49,8 @@ def run_dvc(root: Path, *args: str, timeout: float | None = None) -> str:
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     output = done.stdout + done.stderr
     if done.returncode != 0:
-        raise DvcError(f"`dvc {' '.join(args)}` in {root} failed (exit {done.returncode}):\n{output[-4000:]}")
+        error = DvcLockError if "Unable to acquire lock" in output else DvcError
+        raise error(f"`dvc {' '.join(args)}` in {root} failed (exit {done.returncode}):\n{output[-4000:]}")
     return output
 
 
@@ -69,22 +74,34 @@ def _load_yaml(path: Path) -> Any:
         raise DvcError(f"{path}: not valid YAML: {exc}") from exc
 
 
-def add_cells_to_params(params_file: Path, plans: Sequence[CellPlan]) -> bool:
-    """Add (or update) the plans' entries in ``params_file: cells``; comments and other keys stay. True if written."""
+def add_cells_to_params(
+    params_file: Path, plans: Sequence[CellPlan], trained: Iterable[str] = (), evaluated: Iterable[str] = ()
+) -> bool:
+    """Add the plans' entries to ``params_file: cells``; comments and other keys stay. True if the file changed.
+
+    A cell already listed keeps the overrides its stages were recorded with, except ``train_args`` of a cell in
+    ``trained`` and ``eval_args`` of one in ``evaluated`` (steps that ran now, with this run's overrides).
+    """
     from ruamel.yaml import YAML
 
     data = _load_yaml(params_file)
     if not isinstance(data, dict):
         raise DvcError(f"{params_file}: expected a mapping with a 'cells' key")
-    cells = data.setdefault("cells", {})
-    if cells is None:
-        cells = data["cells"] = {}
+    if data.get("cells") is None:
+        data["cells"] = {}
+    cells = data["cells"]
     if not isinstance(cells, dict):
         raise DvcError(f"{params_file}: 'cells' must map cell ids to their entries")
+    trained, evaluated = set(trained), set(evaluated)
     changed = False
     for plan in plans:
         entry = dvc_entry(plan)
-        if dict(cells.get(plan.cell_id) or {}) != entry:
+        listed = dict(cells.get(plan.cell_id) or {})
+        if listed:
+            for key, ran in (("train_args", trained), ("eval_args", evaluated)):
+                if plan.cell_id not in ran and key in listed:
+                    entry[key] = listed[key]
+        if listed != entry:
             cells[plan.cell_id] = entry
             changed = True
     if changed:
@@ -96,10 +113,32 @@ def add_cells_to_params(params_file: Path, plans: Sequence[CellPlan]) -> bool:
     return changed
 
 
-def record_stages(root: Path, cell_ids: Sequence[str]) -> list[str]:
-    """``dvc commit`` the ``train@`` and ``evaluate@`` stages of finished cells; returns the stages recorded."""
-    stages = [f"{kind}@{cell_id}" for cell_id in cell_ids for kind in ("train", "evaluate")]
-    if stages:
-        run_dvc(root, "commit", "--force", *stages)
-        log.info("recorded in dvc.lock: %s", ", ".join(stages))
+def record_cells(
+    root: Path, params_file: Path, plans: Sequence[CellPlan], trained: Sequence[str], evaluated: Sequence[str]
+) -> list[str]:
+    """List the cells whose training or evaluation ran now and ``dvc commit`` the stages that ran.
+
+    Only work done in this run is recorded (``train@`` of the cells in ``trained``, ``evaluate@`` of those in
+    ``evaluated``): a skipped step keeps whatever DVC knew of it, so a stage made stale by a code or data change
+    stays visible in ``dvc status``.
+    """
+    ran = [p for p in plans if p.cell_id in set(trained) | set(evaluated)]
+    if not ran:
+        return []
+    add_cells_to_params(root / params_file, ran, trained, evaluated)
+    stages = [f"train@{c}" for c in trained] + [f"evaluate@{c}" for c in evaluated]
+    run_dvc(root, "commit", "--force", *stages)
+    log.info("recorded in dvc.lock: %s", ", ".join(stages))
     return stages
+
+
+def reproduce_groups(root: Path, groups: dict[tuple[str, ...], list[str]]) -> dict[str, str]:
+    """``dvc repro`` each group of data stages in turn; returns cell id -> error for the cells of failed groups."""
+    failed: dict[str, str] = {}
+    for stages, cell_ids in groups.items():
+        try:
+            repro_stages(root, stages)
+        except (DvcError, OSError) as exc:
+            log.error("data stages %s failed: %s", ", ".join(stages), exc)
+            failed.update(dict.fromkeys(cell_ids, f"{type(exc).__name__}: {exc}"))
+    return failed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,21 +36,25 @@ class PipelineReport:
     cells: list[CellReport]
     data_stages: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
+    dvc_error: str | None = None  # recording the stages failed (the cells' own results stand)
 
     @property
     def failed(self) -> list[CellReport]:
         return [c for c in self.cells if c.failed]
 
-    def trained_and_evaluated(self) -> list[str]:
-        """The cells whose training and evaluation are complete (done now or before): their DVC stages hold."""
-        complete = ("done", "skipped")
-        return [c.cell_id for c in self.cells if all(c.steps.get(s) in complete for s in ("train", "evaluate"))]
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.dvc_error is None
+
+    def ran(self, step: str) -> list[str]:
+        """The cells whose ``step`` did its work in this run (not skipped): their DVC stages are recorded."""
+        return [c.cell_id for c in self.cells if c.steps.get(step) == "done"]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PipelineReport:
         """Inverse of ``to_dict`` (a flow run's return value)."""
         cells = [CellReport(**c) for c in data["cells"]]
-        return cls(data["matrix"], cells, list(data["data_stages"]), list(data["dvc_recorded"]))
+        return cls(data["matrix"], cells, list(data["data_stages"]), list(data["dvc_recorded"]), data.get("dvc_error"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +63,7 @@ class PipelineReport:
             "cells": [c.__dict__ for c in self.cells],
             "failed": [c.cell_id for c in self.failed],
             "dvc_recorded": self.recorded,
+            "dvc_error": self.dvc_error,
         }
 
 
@@ -69,16 +73,22 @@ class PipelineFailed(RuntimeError):
     def __init__(self, report: PipelineReport) -> None:
         self.report = report
         reasons = "; ".join(f"{c.cell_id} ({c.error})" for c in report.failed)
-        super().__init__(f"{len(report.failed)} of {len(report.cells)} cell(s) failed: {reasons}")
+        message = f"{len(report.failed)} of {len(report.cells)} cell(s) failed: {reasons}" if report.failed else ""
+        if report.dvc_error:
+            message = "; ".join(filter(None, [message, f"recording the DVC stages failed: {report.dvc_error}"]))
+        super().__init__(message)
 
 
 def _training_summary(run_dir: Path) -> dict[str, Any]:
+    """Means over the training steps (as the demo's table), read with the results store's metrics reader."""
     from corewarding.demo import summarize_run
+    from corewarding.results.runs import read_metrics
 
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    frame = read_metrics(path, allow_partial_tail=True)
+    rows = [{"step": int(step), **dict(zip(g["metric"], g["value"], strict=True))} for step, g in frame.groupby("step")]
     summary = summarize_run("", rows, 0.0)
     return {"mean reward": summary.mean_reward, "label acc": summary.label_accuracy, "val acc": summary.val_accuracy}
 
@@ -105,6 +115,8 @@ def format_report(report: PipelineReport) -> str:
     def fmt(value: object) -> str:
         return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
+    from corewarding.demo import plain_table
+
     header = ["cell", *CELL_STEPS, "mean reward", "label acc", "val acc", "evaluation"]
     body = []
     for cell in report.cells:
@@ -116,10 +128,9 @@ def format_report(report: PipelineReport) -> str:
             + [fmt(train.get(k)) for k in ("mean reward", "label acc", "val acc")]
             + [shown]
         )
-    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+    lines = [plain_table(header, body)]
     for cell in report.failed:
         lines.append(f"FAILED {cell.cell_id}: {cell.error}")
+    if report.dvc_error:
+        lines.append(f"FAILED recording the DVC stages: {report.dvc_error}")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from corewarding.config import ConfigError, compose_config
 from corewarding.pipeline.cells import Selection
+from corewarding.results.store import default_db
 
 STEPS = ("data", "train", "evaluate", "ingest", "publish")
 
@@ -75,6 +76,13 @@ def load_settings(
         raise ConfigError(f"gpu.concurrency={cfg.gpu.concurrency!r}: must be >= 1")
     if str(cfg.publish.steps) not in ("last", "all"):
         raise ConfigError(f"publish.steps={cfg.publish.steps!r}: must be last or all")
+    train_overrides = _strings(overrides, "overrides")
+    moved = [o for o in train_overrides if o.lstrip("+").split("=")[0] in ("paths.data_dir", "paths.artifacts_dir")]
+    if moved and "data" in chosen_steps:
+        raise ConfigError(
+            f"overrides {moved}: the data stages (dvc.yaml) write to the default data and artifacts folders; "
+            "run without the data step (steps without 'data') to train on files kept elsewhere"
+        )
     selection = Selection(
         matrix=str(matrix or cfg.matrix),
         methods=_strings(methods if methods is not None else list(select.methods), "methods"),
@@ -85,10 +93,10 @@ def load_settings(
     return PipelineSettings(
         selection=selection,
         steps=chosen_steps,
-        overrides=_strings(overrides, "overrides"),
+        overrides=train_overrides,
         eval_overrides=_strings(eval_overrides, "eval_overrides"),
         force_evaluate=bool(cfg.force_evaluate if force_evaluate is None else force_evaluate),
-        results_db=Path(str(cfg.results_db)),
+        results_db=Path(str(cfg.results_db)) if cfg.results_db else default_db(),
         data_dir=Path(str(cfg.paths.data_dir)),
         gpu_tag=str(cfg.gpu.tag),
         gpu_concurrency=int(cfg.gpu.concurrency),
@@ -101,6 +109,13 @@ def load_settings(
         record_dvc=bool(cfg.dvc.record),
         params_file=Path(str(cfg.dvc.params_file)),
     )
+
+
+def should_record(settings: PipelineSettings, root: Path) -> bool:
+    """Whether this run records its cells' stages in DVC: asked for, in a DVC repository, training or evaluating."""
+    from corewarding.pipeline.dvc import is_dvc_repo
+
+    return settings.record_dvc and is_dvc_repo(root) and bool({"train", "evaluate"} & set(settings.steps))
 
 
 def deployment_specs(config: Sequence[str] = ()) -> dict[str, dict[str, object]]:

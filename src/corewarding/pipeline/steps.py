@@ -50,20 +50,26 @@ def _config_hash(plan: CellPlan) -> str:
 
 
 def is_trained(plan: CellPlan) -> bool:
-    """The run finished under the cell's current training configuration."""
-    from corewarding.training.run_record import read_record
+    """The run finished under the cell's current training configuration and on the same data files."""
+    from corewarding.training.run_record import data_files, read_record
 
     record = read_record(plan.run_dir)
-    return bool(record and record.get("status") == "finished" and record.get("config_hash") == _config_hash(plan))
+    if not (record and record.get("status") == "finished" and record.get("config_hash") == _config_hash(plan)):
+        return False
+    if record.get("data_files") != data_files(plan.cfg):
+        log.info("%s: its data files changed since it was trained", plan.cell_id)
+        return False
+    return True
 
 
-def supersede_changed_run(plan: CellPlan) -> Path | None:
-    """Move a run trained under another configuration aside (nothing is deleted); returns where it went."""
+def supersede_run(plan: CellPlan, finished_too: bool = False) -> Path | None:
+    """Move the cell's run aside when it cannot be resumed: trained under another configuration, or (with
+    ``finished_too``) finished. Nothing is deleted; returns where it went."""
     from corewarding.training.run_record import read_record
 
-    record = read_record(plan.run_dir)
-    old = record.get("config_hash") if record else None
-    if not old or old == _config_hash(plan):
+    record = read_record(plan.run_dir) or {}
+    old = record.get("config_hash")
+    if not old or not (old != _config_hash(plan) or (finished_too and record.get("status") == "finished")):
         return None
     parent = plan.run_dir.parent / SUPERSEDED
     target = parent / f"{plan.cell_id}-{old}"
@@ -73,15 +79,19 @@ def supersede_changed_run(plan: CellPlan) -> Path | None:
         target = parent / f"{plan.cell_id}-{old}-{suffix}"
     parent.mkdir(parents=True, exist_ok=True)
     os.replace(plan.run_dir, target)
-    log.warning("%s: its configuration changed; the earlier run was moved to %s", plan.cell_id, target)
+    log.warning("%s: the earlier run was moved to %s (it is trained again)", plan.cell_id, target)
     return target
 
 
-def train_cell(plan: CellPlan) -> StepResult:
-    """Train the cell (local or verl backend), resuming from its newest checkpoint; skipped once finished."""
-    if is_trained(plan):
+def train_cell(plan: CellPlan, force: bool = False) -> StepResult:
+    """Train the cell (local or verl backend), resuming an interrupted run from its newest checkpoint.
+
+    Skipped once finished under the same configuration and data; ``force`` (what ``dvc repro`` calls, once DVC has
+    seen a dependency change) trains a finished run again, the earlier one moved aside.
+    """
+    if not force and is_trained(plan):
         return StepResult(plan.cell_id, "train", "skipped", {"reason": "finished under this configuration"})
-    moved = supersede_changed_run(plan)
+    moved = supersede_run(plan, finished_too=True)
     if plan.cfg.backend == "verl":
         from corewarding.training.verl.launch import train_verl
 
@@ -98,16 +108,30 @@ def train_cell(plan: CellPlan) -> StepResult:
 
 
 # ---- evaluate ----------------------------------------------------------------------------------------------------
+def checkpoint_signature(run_dir: Path) -> dict[str, str]:
+    """Per saved step, a digest of its files' names, sizes and modification times: a step saved again (a resumed
+    or retrained run) gets a new signature, so its evaluation is redone."""
+    from corewarding.evaluation.targets import saved_checkpoints
+
+    signature = {}
+    for step, folder in sorted(saved_checkpoints(run_dir / "checkpoints").items()):
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        signature[str(step)] = digest.hexdigest()[:16]
+    return signature
+
+
 def _evaluation_inputs(plan: CellPlan) -> tuple[list[Any], dict[str, Any]]:
     """The benchmark configs of the cell's matrix and the stamp that a complete evaluation with them leaves."""
     from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
-    from corewarding.evaluation.targets import saved_steps
 
     names = expand_benchmarks(plan.matrix.eval_benchmarks)
     configs = benchmark_configs(names, plan.evaluation_overrides())
     settings = "\n".join(OmegaConf.to_yaml(c, resolve=True) for c in configs)
     stamp = {
-        "steps": saved_steps(plan.run_dir / "checkpoints"),
+        "steps": checkpoint_signature(plan.run_dir),
         "benchmarks": names,
         "settings_sha256": hashlib.sha256(settings.encode()).hexdigest(),
     }
@@ -127,11 +151,13 @@ def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
     from corewarding.evaluation.targets import run_targets
 
     configs, stamp = _evaluation_inputs(plan)
-    if not stamp["steps"]:
-        raise FileNotFoundError(f"{plan.run_dir / 'checkpoints'}: no saved checkpoint to evaluate")
     stamp_path = plan.run_dir / "eval" / EVAL_STAMP
     if not force and _read_stamp(stamp_path) == stamp:
-        return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "every saved step evaluated", **stamp})
+        return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "every saved step evaluated"})
+    if not stamp["steps"]:
+        if _read_stamp(stamp_path) is not None:  # checkpoints removed after evaluation: what was measured stays
+            return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "no checkpoint left; evaluated before"})
+        raise FileNotFoundError(f"{plan.run_dir / 'checkpoints'}: no saved checkpoint to evaluate")
     outcomes = evaluate_targets(run_targets(plan.run_dir, "all"), configs, plan.run_dir)
     failed = [f"{o.step}/{o.benchmark}: {o.message}" for o in outcomes if o.status == "failed"]
     if failed:
@@ -140,7 +166,7 @@ def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
     tmp.write_text(json.dumps(stamp, indent=2) + "\n")
     tmp.replace(stamp_path)
     counts = {status: sum(o.status == status for o in outcomes) for status in sorted({o.status for o in outcomes})}
-    return StepResult(plan.cell_id, "evaluate", "done", {"units": counts, "steps": stamp["steps"]})
+    return StepResult(plan.cell_id, "evaluate", "done", {"units": counts, "steps": [int(s) for s in stamp["steps"]]})
 
 
 # ---- ingest and publish ------------------------------------------------------------------------------------------
@@ -177,16 +203,16 @@ def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str 
 
 
 def is_transient(exc: BaseException | None) -> bool:
-    """Worth a retry: a busy store, a dropped or refused connection, a server-side HTTP error, a DVC lock."""
+    """Worth a retry: a busy store or DVC lock, a dropped or refused connection, a server-side HTTP error."""
+    from corewarding.pipeline.dvc import DvcLockError
     from corewarding.results.store import StoreBusyError
 
     if exc is None or isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
         return False
-    if isinstance(exc, StoreBusyError | TimeoutError | ConnectionError):
+    if isinstance(exc, StoreBusyError | DvcLockError | TimeoutError | ConnectionError):
         return True
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     if isinstance(status, int):
-        return status >= 500 or status == 429
-    name = type(exc).__module__ + "." + type(exc).__name__
-    return name.startswith("httpx.") or isinstance(exc, OSError) or "Lock" in type(exc).__name__
+        return status >= 500 or status in (408, 429)
+    return type(exc).__module__.startswith("httpx") or isinstance(exc, OSError)

@@ -127,7 +127,13 @@ def ingest_run(con: duckdb.DuckDBPyConnection, run_dir: Path, summary: IngestSum
         con.execute(f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({placeholders})", info.row())
         for kind, (name, table) in RUN_SOURCES.items():
             path = run_dir / name
-            if not path.is_file():
+            if not path.is_file():  # gone (e.g. the run was moved aside and trained again): so are its rows
+                dropped = con.execute(
+                    "DELETE FROM sources WHERE owner = ? AND kind = ? RETURNING path", [info.run_id, kind]
+                ).fetchall()
+                if dropped:
+                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [info.run_id])
+                    summary.changed.append(str(path))
                 continue
             same, digest = _unchanged(con, info.run_id, kind, path)
             if same:

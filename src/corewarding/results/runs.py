@@ -105,10 +105,17 @@ def is_run_dir(path: Path) -> bool:
 
 
 def find_run_dirs(root: Path) -> list[Path]:
-    """Every run folder at or under ``root`` (a folder with config.yaml and metrics.jsonl or eval/metrics.parquet)."""
+    """Every run folder at or under ``root`` (a folder with config.yaml and metrics.jsonl or eval/metrics.parquet),
+    except under hidden folders (runs moved aside to ``runs/.superseded/``)."""
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder")
-    found = [p.parent for p in root.rglob(CONFIG) if is_run_dir(p.parent) and "checkpoints" not in p.parts]
+    found = [
+        p.parent
+        for p in root.rglob(CONFIG)
+        if is_run_dir(p.parent)
+        and "checkpoints" not in p.parts
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)  # runs/.superseded/ etc.
+    ]
     return sorted(set(found))
 
 

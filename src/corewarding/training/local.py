@@ -73,8 +73,9 @@ def total_steps(cfg: DictConfig, n_rows: int) -> int:
 
 
 def training_config_hash(cfg: DictConfig) -> str:
-    """A hash of everything that shapes training (not where files go, not thread counts, not verl-only settings)."""
-    ignored = ("paths", "torch_threads", "verl")
+    """A hash of everything that shapes training (not where files go or are published, not thread counts, not
+    verl-only settings)."""
+    ignored = ("paths", "torch_threads", "verl", "hub")
     relevant = {k: v for k, v in OmegaConf.to_container(cfg).items() if k not in ignored}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

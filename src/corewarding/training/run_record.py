@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 RUN_RECORD = "run.json"
 _REPO = Path(__file__).resolve().parents[3]
+# Files the pipeline itself rewrites (DVC's record of stages, the cell list): changes there are not code changes.
+BOOKKEEPING = (":!dvc.lock", ":!params.yaml")
 
 
 def utc_now() -> str:
@@ -47,7 +49,10 @@ def code_version() -> str:
         git = ["git", "-C", str(_REPO)]
         sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True)
         dirty = subprocess.run(
-            [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            [*git, "status", "--porcelain", "--untracked-files=no", "--", ".", *BOOKKEEPING],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return version

@@ -1,0 +1,30 @@
+"""Servers the tests start on 127.0.0.1: a free port, and waiting until a health URL answers."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, output: Callable[[], str], timeout: float = 90) -> None:  # type: ignore[type-arg]
+    """Poll ``url`` until it answers 200; fail with the server's output if it exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not answer: {output()[-3000:]}")
+        time.sleep(0.3)
