@@ -3,7 +3,6 @@ original/rephrased parquets and the quality reports when present, and the datase
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from corewarding.config import config_dir, load_group_option
 from corewarding.hub.dataset_card import CONFIGS, SetFacts, dataset_card
 from corewarding.hub.errors import PublishInputError
 from corewarding.hub.folder import FolderPlan, PublishFolder, content_files, plan_manifest, write_folder
+from corewarding.hub.run_source import read_optional_json
 from corewarding.matrix import DEFAULT_HUB_ORG
 
 log = logging.getLogger(__name__)
@@ -55,15 +55,8 @@ def _rephraser(set_name: str) -> tuple[str | None, dict[str, Any]]:
 
 
 def _report(set_dir: Path) -> dict[str, Any]:
-    path = set_dir / REPHRASE_REPORT
-    if not path.is_file():
-        log.warning("%s: no rephrase report; the card will not say how the rephrasings were made", path)
-        return {}
-    try:
-        report = json.loads(path.read_text())
-    except ValueError as exc:
-        raise PublishInputError(f"{path}: not valid JSON ({exc})") from exc
-    return report if isinstance(report, dict) else {}
+    missing = "no rephrase report; the card will not say how the rephrasings were made"
+    return read_optional_json(set_dir / REPHRASE_REPORT, missing)
 
 
 def plan_dataset(set_dir: Path, repo_id: str) -> FolderPlan:

@@ -105,18 +105,29 @@ def load_run(run_dir: Path) -> RunSource:
             f"{run_dir / 'checkpoints'}: no saved checkpoint (global_step_N/model or global_step_N/actor)"
         )
     plain = {str(k): v for k, v in config.items()}
-    return RunSource(run_dir, _cell(run_dir, plain), plain, text, _read_record(run_dir / RECORD), saved)
+    return RunSource(
+        run_dir,
+        _cell(run_dir, plain),
+        plain,
+        text,
+        read_optional_json(
+            run_dir / RECORD, "no run record; the card's provenance will lack the code version and data hashes"
+        ),
+        saved,
+    )
 
 
-def _read_record(path: Path) -> dict[str, Any]:
+def read_optional_json(path: Path, missing: str) -> dict[str, Any]:
+    """A JSON object the card draws on: ``{}`` with a warning (``missing`` says what the card lacks) when the file
+    is absent; a malformed file is an error naming it."""
     if not path.is_file():
-        log.warning("%s: no run record; the card's provenance will lack the code version and data hashes", path)
+        log.warning("%s: %s", path, missing)
         return {}
     try:
-        record = json.loads(path.read_text())
+        value = json.loads(path.read_text())
     except ValueError as exc:
         raise PublishInputError(f"{path}: not valid JSON ({exc})") from exc
-    return record if isinstance(record, dict) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def choose_steps(source: RunSource, steps: str) -> list[int]:
