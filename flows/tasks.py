@@ -18,7 +18,7 @@ from prefect.futures import PrefectFuture
 from corewarding.pipeline import dvc, steps
 from corewarding.pipeline.cells import CellPlan, Selection, data_groups, plan_cell, plan_cells
 from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
-from corewarding.pipeline.settings import PipelineSettings
+from corewarding.pipeline.settings import PipelineSettings, io_retries
 
 
 def _retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -74,7 +74,7 @@ def submit_cell(plan: CellPlan, settings: PipelineSettings) -> dict[str, Prefect
     """Submit the cell's steps in order, each waiting for the one before; returns step -> future."""
     args = (plan.matrix.name, plan.cell_id, list(plan.overrides))
     gpu = {"tags": [settings.gpu_tag]}
-    io = {"retries": settings.retries_io, "retry_delay_seconds": settings.retry_delay_s}
+    io = io_retries(settings)
     network = {**io, "retries": settings.retries_network} if settings.push else io
     calls = {
         "train": lambda wait: train.with_options(**gpu).submit(*args, wait_for=wait),
@@ -127,8 +127,7 @@ def run_cells(plans: list[CellPlan], settings: PipelineSettings, data_failed: di
 def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: PipelineReport) -> None:
     """Record in DVC the stages that ran; a failure is kept in the report instead of ending the flow early."""
     ids = [p.cell_id for p in plans]
-    io = {"retries": settings.retries_io, "retry_delay_seconds": settings.retry_delay_s}
-    future = record_dvc_stages.with_options(**io).submit(
+    future = record_dvc_stages.with_options(**io_retries(settings)).submit(
         settings.selection.matrix, ids, list(settings.overrides), settings.params_file,
         report.ran("train"), report.ran("evaluate"),
     )  # fmt: skip

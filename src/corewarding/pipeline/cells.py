@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -46,8 +46,12 @@ class CellPlan:
         return [*self.matrix.overrides, *self.matrix.train_overrides, *self.cell.overrides(), *self.overrides]
 
     def evaluation_overrides(self) -> list[str]:
-        """The matrix's evaluation overrides, this run's ``paths.*`` overrides (shared roots), then its own."""
-        return [*self.matrix.eval_overrides, *path_overrides(self.overrides), *self.eval_overrides]
+        """The matrix's evaluation overrides, then this run's (``run_evaluation_overrides``)."""
+        return [*self.matrix.eval_overrides, *self.run_evaluation_overrides()]
+
+    def run_evaluation_overrides(self) -> list[str]:
+        """This run's ``paths.*`` overrides (the roots share them), then its own evaluation overrides."""
+        return [*path_overrides(self.overrides), *self.eval_overrides]
 
 
 def path_overrides(overrides: Sequence[str]) -> list[str]:
@@ -71,13 +75,8 @@ def plan_cells(
     )
     if not cells:
         raise ConfigError(f"no cell of matrix {matrix.name!r} matches the selection {selection}")
-    plans = []
-    for cell in cells:
-        plan = CellPlan(matrix, cell, tuple(overrides), tuple(eval_overrides))
-        plans.append(
-            CellPlan(matrix, cell, plan.overrides, plan.eval_overrides, compose_config(plan.train_overrides()))
-        )
-    return plans
+    plans = [CellPlan(matrix, cell, tuple(overrides), tuple(eval_overrides)) for cell in cells]
+    return [replace(plan, cfg=compose_config(plan.train_overrides())) for plan in plans]
 
 
 def data_stages(plan: CellPlan) -> list[str]:
@@ -122,7 +121,7 @@ def dvc_entry(plan: CellPlan) -> dict[str, str]:
 
     The stage commands get this run's overrides, so ``dvc repro`` retrains and re-evaluates the cell as it ran.
     """
-    args = {"train_args": plan.overrides, "eval_args": plan.evaluation_overrides()[len(plan.matrix.eval_overrides) :]}
+    args = {"train_args": plan.overrides, "eval_args": plan.run_evaluation_overrides()}
     for key, values in args.items():
         spaced = [v for v in values if any(c.isspace() for c in v)]
         if spaced:

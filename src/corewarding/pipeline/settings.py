@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,11 @@ def load_settings(
     )
 
 
+def io_retries(settings: PipelineSettings) -> dict[str, float]:
+    """Prefect task options of the I/O steps (ingest, DVC bookkeeping; publish without push)."""
+    return {"retries": settings.retries_io, "retry_delay_seconds": settings.retry_delay_s}
+
+
 def should_record(settings: PipelineSettings, root: Path) -> bool:
     """Whether this run records its cells' stages in DVC: asked for, in a DVC repository, training or evaluating."""
     from corewarding.pipeline.dvc import is_dvc_repo
@@ -133,7 +139,5 @@ def deployment_specs(config: Sequence[str] = ()) -> dict[str, dict[str, object]]
     return specs  # type: ignore[return-value]
 
 
-FLOW_PARAMETERS = (
-    "matrix", "methods", "base_models", "datasets", "cells", "steps", "overrides", "eval_overrides", "push",
-    "force_evaluate", "config",
-)  # fmt: skip
+# The flow's parameters are load_settings' (the deployments' parameters must be among them).
+FLOW_PARAMETERS = tuple(inspect.signature(load_settings).parameters)

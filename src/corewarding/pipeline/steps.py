@@ -62,14 +62,15 @@ def is_trained(plan: CellPlan) -> bool:
     return True
 
 
-def supersede_run(plan: CellPlan, finished_too: bool = False) -> Path | None:
-    """Move the cell's run aside when it cannot be resumed: trained under another configuration, or (with
-    ``finished_too``) finished. Nothing is deleted; returns where it went."""
+def supersede_run(plan: CellPlan) -> Path | None:
+    """Move the cell's run aside when it is not to be resumed: trained under another configuration, or finished
+    (a finished run is trained again only when forced or its data changed). Nothing is deleted; returns where it
+    went, or None for no run or an interrupted one of this configuration."""
     from corewarding.training.run_record import read_record
 
     record = read_record(plan.run_dir) or {}
     old = record.get("config_hash")
-    if not old or not (old != _config_hash(plan) or (finished_too and record.get("status") == "finished")):
+    if not old or not (old != _config_hash(plan) or record.get("status") == "finished"):
         return None
     parent = plan.run_dir.parent / SUPERSEDED
     target = parent / f"{plan.cell_id}-{old}"
@@ -91,7 +92,7 @@ def train_cell(plan: CellPlan, force: bool = False) -> StepResult:
     """
     if not force and is_trained(plan):
         return StepResult(plan.cell_id, "train", "skipped", {"reason": "finished under this configuration"})
-    moved = supersede_run(plan, finished_too=True)
+    moved = supersede_run(plan)
     if plan.cfg.backend == "verl":
         from corewarding.training.verl.launch import train_verl
 
@@ -152,10 +153,11 @@ def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
 
     configs, stamp = _evaluation_inputs(plan)
     stamp_path = plan.run_dir / "eval" / EVAL_STAMP
-    if not force and _read_stamp(stamp_path) == stamp:
+    stored = _read_stamp(stamp_path)
+    if not force and stored == stamp:
         return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "every saved step evaluated"})
     if not stamp["steps"]:
-        if _read_stamp(stamp_path) is not None:  # checkpoints removed after evaluation: what was measured stays
+        if stored is not None:  # checkpoints removed after evaluation: what was measured stays
             return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "no checkpoint left; evaluated before"})
         raise FileNotFoundError(f"{plan.run_dir / 'checkpoints'}: no saved checkpoint to evaluate")
     outcomes = evaluate_targets(run_targets(plan.run_dir, "all"), configs, plan.run_dir)
@@ -179,13 +181,12 @@ def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
     return StepResult(plan.cell_id, "ingest", status, {"db": str(db), "rows": summary.rows})
 
 
-def ingest_data_reports(db: Path, data_dir: Path) -> dict[str, Any]:
+def ingest_data_reports(db: Path, data_dir: Path) -> None:
     """Load the data stages' quality reports into the store (when the data folder exists)."""
     from corewarding.results.ingest import ingest
 
-    if not data_dir.is_dir():
-        return {"reports": 0}
-    return ingest(db, data_dirs=[data_dir]).to_dict()
+    if data_dir.is_dir():
+        ingest(db, data_dirs=[data_dir])
 
 
 def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str = "last") -> StepResult:
