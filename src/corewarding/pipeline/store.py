@@ -1,0 +1,402 @@
+"""The shared artifact store: run folders pushed by the workers that train them, pulled by whoever resumes or ingests.
+
+On any fsspec filesystem, ``<url>/runs/<cell_id>/`` mirrors a run folder and its ``.manifest.json`` holds the size and
+SHA-256 of each file pushed; ``<url>/leases/<cell_id>.json`` says who holds the cell. A file is copied unless the
+store lists it at the local size and the manifest has its hash (local hashes are cached by size and mtime).
+Only complete checkpoints travel (see run_files); pointers are read first and written last, on push and on pull, so a
+reader never sees a pointer to missing files. Every file lands under a temporary name and is then moved into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from fsspec.core import url_to_fs
+
+from corewarding.pipeline.run_files import (
+    local_files,
+    newest_step,
+    older,
+    pointer_step,
+    read_local,
+    read_pointers,
+    sync_order,
+    travels,
+    write_local,
+)
+
+log = logging.getLogger(__name__)
+
+MANIFEST = ".manifest.json"
+STORE_SUBDIR = "corewarding"  # the store's folder under a DVC remote
+_INLINE_LIMIT = 64 * 2**20  # files up to this size are read once, then hashed and uploaded from the same bytes
+_CELL_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@+=-]*$")
+
+
+class StoreError(RuntimeError):
+    """A store operation failed; the message names the store URL or the local path."""
+
+
+@dataclass(frozen=True)
+class SyncSummary:
+    """What one push or pull copied."""
+
+    files: int
+    bytes: int
+    seconds: float
+
+
+def _entry(data: bytes) -> dict[str, Any]:
+    """A manifest entry: size and SHA-256."""
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+class ArtifactStore:
+    """Run folders under <url>/runs/<cell_id>/ on any fsspec filesystem (a local path, file://, s3://, gs://, ssh://)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/") or url
+        try:
+            self.fs, root = url_to_fs(self.url)
+        except (ImportError, ValueError) as exc:
+            raise StoreError(f"artifact store {self.url}: cannot open its filesystem ({exc})") from exc
+        self.root = root.rstrip("/") or root
+        self._digests: dict[Path, tuple[tuple[int, int], str]] = {}
+        self._lock = threading.Lock()  # one sync at a time through this object (the syncer thread and its owner)
+
+    def __repr__(self) -> str:
+        return f"ArtifactStore({self.url!r})"
+
+    def _run_path(self, cell_id: str) -> str:
+        if not _CELL_ID.match(cell_id):
+            raise StoreError(f"artifact store {self.url}: {cell_id!r} is not a valid cell id")
+        return f"{self.root}/runs/{cell_id}"
+
+    def _lease_path(self, cell_id: str) -> str:
+        self._run_path(cell_id)
+        return f"{self.root}/leases/{cell_id}.json"
+
+    def _cat(self, path: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(path))
+        except FileNotFoundError:
+            return None
+
+    def _put(self, source: Path | bytes, dest: str) -> None:
+        """Copy a local file (or bytes) to ``dest`` through a temporary name beside it, then move it into place."""
+        parent, name = dest.rsplit("/", 1)
+        tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}"
+        self.fs.makedirs(parent, exist_ok=True)
+        try:
+            if isinstance(source, bytes):
+                self.fs.pipe_file(tmp, source)
+            else:
+                self.fs.put_file(str(source), tmp)
+            self.fs.mv(tmp, dest, recursive=False)
+        except BaseException:
+            if self.fs.exists(tmp):
+                self.fs.rm_file(tmp)
+            raise
+
+    def _remote_sizes(self, base: str) -> dict[str, int]:
+        """Sizes of the files under ``base`` by relative path (empty when there is none)."""
+        try:
+            found = self.fs.find(base, detail=True, withdirs=False)
+        except FileNotFoundError:
+            return {}
+        prefix = base + "/"
+        return {p[len(prefix) :]: int(info["size"]) for p, info in found.items() if p.startswith(prefix)}
+
+    def _read_manifest(self, base: str) -> dict[str, dict[str, Any]]:
+        data = self._cat(f"{base}/{MANIFEST}")
+        if data is None:
+            return {}
+        try:
+            files = json.loads(data)["files"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("%s/%s is unreadable; every file counts as changed", base, MANIFEST)
+            return {}
+        return files if isinstance(files, dict) else {}
+
+    def _write_manifest(self, base: str, files: dict[str, dict[str, Any]]) -> None:
+        self._put(json.dumps({"version": 1, "files": files}, sort_keys=True).encode(), f"{base}/{MANIFEST}")
+
+    def _digest(self, path: Path) -> tuple[int, str]:
+        """Size and SHA-256 of a local file, cached by (size, mtime)."""
+        stat = path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        cached = self._digests.get(path)
+        if cached is None or cached[0] != key:
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                while block := handle.read(2**20):
+                    digest.update(block)
+            cached = (key, digest.hexdigest())
+            self._digests[path] = cached
+        return stat.st_size, cached[1]
+
+    def has_run(self, cell_id: str) -> bool:
+        """Whether a push of this cell has completed at least once (its manifest exists)."""
+        try:
+            return bool(self.fs.exists(f"{self._run_path(cell_id)}/{MANIFEST}"))
+        except OSError as exc:
+            raise StoreError(f"artifact store {self.url}: cannot check run {cell_id} ({exc})") from exc
+
+    def push_run(self, cell_id: str, run_dir: Path, *, cancel: threading.Event | None = None) -> SyncSummary:
+        """Copy the run folder's new or changed files to the store, complete checkpoints first, pointers last.
+
+        ``cancel`` (set by RunSyncer.stop) ends the push after the current file, leaving the pointers as they were.
+        """
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise StoreError(f"{run_dir}: no run folder to push to {self.url}")
+        base = self._run_path(cell_id)
+        start = time.monotonic()
+        with self._lock:
+            try:
+                files, nbytes = self._push(base, run_dir, cancel)
+            except OSError as exc:
+                raise StoreError(f"push of {run_dir} to {self.url}/runs/{cell_id} failed: {exc}") from exc
+        summary = SyncSummary(files, nbytes, time.monotonic() - start)
+        log.info("pushed %d files (%d bytes) of %s to %s in %.2fs", files, nbytes, run_dir, base, summary.seconds)
+        return summary
+
+    def _push(self, base: str, run_dir: Path, cancel: threading.Event | None) -> tuple[int, int]:
+        pointers = read_pointers(lambda rel: read_local(run_dir, rel))  # before listing: the steps they name exist
+        limit = newest_step(pointers)
+        local = {rel: p for rel, p in local_files(run_dir).items() if travels(rel, limit)}
+        remote = self._remote_sizes(base)
+        manifest = self._read_manifest(base)
+        before = dict(manifest)
+        copied = nbytes = 0
+        try:
+            for rel in sorted(local, key=sync_order):
+                if cancel is not None and cancel.is_set():
+                    return copied, nbytes
+                sent = self._push_file(base, rel, local[rel], remote, manifest)
+                if sent is not None:
+                    copied, nbytes = copied + 1, nbytes + sent
+            for rel, data in pointers.items():
+                entry = _entry(data)
+                if remote.get(rel) != len(data) or manifest.get(rel) != entry:
+                    self._replace(base, rel, data, manifest, entry)
+                    copied, nbytes = copied + 1, nbytes + len(data)
+        finally:
+            if copied or manifest != before:
+                self._write_manifest(base, manifest)
+        return copied, nbytes
+
+    def _push_file(
+        self, base: str, rel: str, path: Path, remote: dict[str, int], manifest: dict[str, dict[str, Any]]
+    ) -> int | None:
+        """Upload one file unless the store holds the same content; the bytes copied (None: skipped)."""
+        try:
+            size, digest = self._digest(path)
+            if remote.get(rel) == size and manifest.get(rel) == {"size": size, "sha256": digest}:
+                return None
+            if size <= _INLINE_LIMIT:  # small files change while training (metrics.jsonl): hash what is uploaded
+                data = path.read_bytes()
+                self._replace(base, rel, data, manifest, _entry(data))
+                return len(data)
+            self._replace(base, rel, path, manifest, {"size": size, "sha256": digest})
+            return size
+        except FileNotFoundError:
+            if path.exists():
+                raise
+            log.warning("%s vanished during the push (an old checkpoint removed?); skipped", path)
+            return None
+
+    def _replace(
+        self, base: str, rel: str, source: Path | bytes, manifest: dict[str, dict[str, Any]], entry: dict[str, Any]
+    ) -> None:
+        """Overwrite one store file; its stale manifest entry is dropped (and saved) first, so a crash never lies."""
+        if manifest.pop(rel, None) is not None:
+            self._write_manifest(base, manifest)
+        self._put(source, f"{base}/{rel}")
+        manifest[rel] = entry
+        log.debug("pushed %s", rel)
+
+    def pull_run(self, cell_id: str, run_dir: Path, checkpoints: bool = True) -> SyncSummary:
+        """Download the store's new or changed files into run_dir, pointers last; local files are never deleted.
+
+        ``checkpoints=False`` leaves out ``checkpoints/``. A local pointer is never moved back to an older step.
+        """
+        run_dir = Path(run_dir)
+        base = self._run_path(cell_id)
+        start = time.monotonic()
+        with self._lock:
+            try:
+                files, nbytes = self._pull(base, run_dir, checkpoints)
+            except OSError as exc:
+                raise StoreError(f"pull of {self.url}/runs/{cell_id} into {run_dir} failed: {exc}") from exc
+        summary = SyncSummary(files, nbytes, time.monotonic() - start)
+        log.info("pulled %d files (%d bytes) from %s into %s in %.2fs", files, nbytes, base, run_dir, summary.seconds)
+        return summary
+
+    def _pull(self, base: str, run_dir: Path, checkpoints: bool) -> tuple[int, int]:
+        pointers = read_pointers(lambda rel: self._cat(f"{base}/{rel}")) if checkpoints else {}
+        remote = self._remote_sizes(base)
+        if MANIFEST not in remote:
+            raise StoreError(f"{self.url}: no run at {base} (nothing was pushed there)")
+        manifest = self._read_manifest(base)
+        limit = newest_step(pointers)
+        copied = nbytes = 0
+        for rel in sorted((r for r in remote if travels(r, limit, checkpoints)), key=sync_order):
+            local, entry = run_dir / rel, manifest.get(rel)
+            if self._same(local, remote[rel], entry):
+                continue
+            local.parent.mkdir(parents=True, exist_ok=True)
+            tmp = local.parent / f".{local.name}.tmp-{uuid.uuid4().hex[:8]}"
+            try:
+                self.fs.get_file(f"{base}/{rel}", str(tmp))
+                os.replace(tmp, local)
+            finally:
+                tmp.unlink(missing_ok=True)
+            log.debug("pulled %s", rel)
+            copied, nbytes = copied + 1, nbytes + remote[rel]
+        for rel, data in pointers.items():
+            mine = read_local(run_dir, rel)
+            if mine == data:
+                continue
+            if older(pointer_step(rel, data), pointer_step(rel, mine)):
+                log.warning("%s names a newer step than the store's; kept", run_dir / rel)
+                continue
+            write_local(run_dir / rel, data)
+            log.debug("pulled %s", rel)
+            copied, nbytes = copied + 1, nbytes + len(data)
+        return copied, nbytes
+
+    def _same(self, local: Path, size: int, entry: dict[str, Any] | None) -> bool:
+        """Whether a local file already holds the store file the manifest entry describes."""
+        if entry is None or entry.get("size") != size or not local.is_file():
+            return False
+        return self._digest(local) == (size, entry.get("sha256"))
+
+    def write_lease(self, cell_id: str, holder: dict[str, object]) -> None:
+        """Record who holds the cell, with the time (epoch seconds), atomically."""
+        path = self._lease_path(cell_id)
+        payload = json.dumps({**holder, "time": time.time()}, sort_keys=True, default=str).encode()
+        try:
+            self._put(payload, path)
+        except OSError as exc:
+            raise StoreError(f"cannot write lease {self.url}/leases/{cell_id}.json: {exc}") from exc
+
+    def read_lease(self, cell_id: str) -> dict[str, object] | None:
+        """The cell's lease, or None when there is none or it cannot be read."""
+        path = self._lease_path(cell_id)
+        try:
+            data = self._cat(path)
+            value = json.loads(data) if data is not None else None
+        except (OSError, ValueError) as exc:
+            log.warning("lease %s is unreadable (%s); treated as absent", path, exc)
+            return None
+        return value if isinstance(value, dict) else None
+
+
+def dvc_remote_url(repo_root: Path, name: str) -> str:
+    """The URL of a DVC remote of the repository, from DVC's merged config (relative paths already absolute)."""
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+
+    try:
+        with Repo(str(repo_root)) as repo:
+            remotes = {key: dict(value) for key, value in repo.config["remote"].items()}
+    except NotDvcRepoError as exc:
+        raise StoreError(f"{repo_root}: not a DVC repository (needed to resolve the DVC remote {name!r})") from exc
+    suffix = ""
+    for _ in range(len(remotes) + 1):  # remote://other/path is a path under another remote, as DVC reads it
+        if name not in remotes:
+            known = ", ".join(sorted(remotes)) or "none"
+            raise StoreError(f"DVC remote {name!r} is not configured in {repo_root}; known remotes: {known}")
+        url = str(remotes[name]["url"]).rstrip("/") + suffix
+        if not url.startswith("remote://"):
+            return url
+        name, _, rest = url.removeprefix("remote://").partition("/")
+        suffix = f"/{rest}" if rest else ""
+    raise StoreError(f"DVC remote {name!r} in {repo_root}: remote:// URLs form a cycle")
+
+
+def store_from_config(url: str | None, dvc_remote: str | None, repo_root: Path) -> ArtifactStore | None:
+    """The store at ``url``, else under ``<url of the DVC remote>/corewarding``, else None (no shared store)."""
+    if url:
+        return ArtifactStore(url)
+    if dvc_remote:
+        return ArtifactStore(f"{dvc_remote_url(repo_root, dvc_remote).rstrip('/')}/{STORE_SUBDIR}")
+    return None
+
+
+class RunSyncer:
+    """Context manager: while a cell trains, a daemon thread pushes the run folder whenever a new complete checkpoint
+    appears (polling every interval_s) and refreshes the lease each interval; on exit one final push."""
+
+    def __init__(
+        self, store: ArtifactStore, cell_id: str, run_dir: Path, holder: dict[str, object], interval_s: float = 2.0
+    ) -> None:
+        self.store, self.cell_id, self.run_dir = store, cell_id, Path(run_dir)
+        self.holder, self.interval_s = dict(holder), interval_s
+        self.pushes = 0  # pushes done by the thread
+        self.failures = 0  # ticks that failed (logged; the next tick tries again)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pushed: int | None = None  # the newest step the last push carried
+
+    def __enter__(self) -> RunSyncer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        if self._thread is not None:
+            self._thread.join()  # a push in flight ends after its current file; never two pushes at once
+        try:
+            self.store.push_run(self.cell_id, self.run_dir)
+        except StoreError:
+            if exc is None:
+                raise
+            log.exception("final push of %s failed (the run itself failed too)", self.run_dir)
+
+    def start(self) -> None:
+        """Write the lease (a store that cannot take it fails here, before training), then start the thread."""
+        self.store.write_lease(self.cell_id, self.holder)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name=f"sync-{self.cell_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to stop and wait up to about a second for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+            if self._thread.is_alive():
+                log.info("syncer of %s is finishing its current file", self.cell_id)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.tick()
+
+    def tick(self) -> None:
+        """Refresh the lease; push when a pointer names a step newer than the last push carried."""
+        try:
+            self.store.write_lease(self.cell_id, self.holder)
+            step = newest_step(read_pointers(lambda rel: read_local(self.run_dir, rel)))
+            if step is not None and step != self._pushed:
+                self.store.push_run(self.cell_id, self.run_dir, cancel=self._stop)
+                if not self._stop.is_set():
+                    self._pushed = step
+                    self.pushes += 1
+        except Exception:  # a flaky store must not kill training: counted, logged, retried next tick
+            self.failures += 1
+            log.exception("sync of %s to %s failed (%d so far)", self.run_dir, self.store.url, self.failures)
