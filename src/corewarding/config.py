@@ -77,6 +77,8 @@ _CHECKS: list[tuple[str, Any, str]] = [
         "one of exact, normalized, math_verify",
     ),
     ("vote.math_verify_timeout_s", lambda v: v > 0, "> 0"),
+    ("verl.nnodes", lambda v: v >= 1, ">= 1"),
+    ("verl.n_gpus_per_node", lambda v: v >= 1, ">= 1"),
 ]
 
 

@@ -27,6 +27,8 @@ def train(cfg: DictConfig, run_dir: str | None, dry_run: bool) -> int:
         "cell_id": run.verl_config.corewarding.cell_id,
         "run_dir": str(run.run_dir),
         "gpus": int(run.verl_config.trainer.n_gpus_per_node) * int(run.verl_config.trainer.nnodes),
+        "nnodes": int(run.verl_config.trainer.nnodes),
+        "ray_address": run.verl_config.ray_kwargs.ray_init.get("address"),  # None: Ray's defaults
         "prompts_per_step": int(run.verl_config.data.train_batch_size),
         "checks": run.checks,
     }

@@ -99,7 +99,8 @@ def launch(cfg: DictConfig, run_dir: Path | None = None) -> VerlLaunch:
 
 
 def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = False) -> VerlLaunch:
-    """Validate and (unless ``dry_run``) train ``cfg``'s cell with verl on the GPUs of this node."""
+    """Validate and (unless ``dry_run``) train ``cfg``'s cell with verl: on this node's GPUs, or with
+    ``verl.nnodes > 1`` on those of the running Ray cluster it joins (see ``verl_config.ray_address``)."""
     run = launch(cfg, run_dir)
     if dry_run:
         return run
@@ -120,6 +121,9 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     from corewarding.training.local import training_config_hash
 
     run_record.record_start(run.run_dir, cfg, training_config_hash(cfg), cell_of(cfg).cell_id)
+    trainer = run.verl_config.trainer
+    where = run.verl_config.ray_kwargs.ray_init.get("address") or "ray.init()'s default address"
+    log.info("training on %d node(s) x %d GPUs through %s", trainer.nnodes, trainer.n_gpus_per_node, where)
     try:
         run_ppo(run.verl_config, task_runner_class=CorewardingTaskRunner)
     except BaseException as exc:

@@ -27,7 +27,13 @@ GT_LOOP_MANAGER = "corewarding_gt"
 VERL_GRPO_EPSILON = 1e-6  # compute_grpo_outcome_advantage's fixed epsilon
 TORCH_TO_VERL_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 # Keys verl's tree lacks that the translation adds on purpose.
-NEW_KEYS = ("corewarding", "ray_kwargs.ray_init.runtime_env.env_vars", "actor_rollout_ref.corewarding_teacher")
+NEW_KEYS = (
+    "corewarding",
+    "ray_kwargs.ray_init.runtime_env.env_vars",
+    "ray_kwargs.ray_init.address",
+    "actor_rollout_ref.corewarding_teacher",
+)
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,6 +82,27 @@ def check_supported(cfg: DictConfig) -> None:
     teacher = cfg.method.get("teacher")
     if teacher and str(teacher.dtype) not in TORCH_TO_VERL_DTYPE:
         raise ConfigError(f"method.teacher.dtype={teacher.dtype!r}: must be one of {', '.join(TORCH_TO_VERL_DTYPE)}")
+
+
+def ray_address(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """The Ray cluster the run joins: ``verl.ray_address`` if set, else (``verl.nnodes > 1`` only) ``$RAY_ADDRESS``.
+
+    ``None`` on one node without ``verl.ray_address``: verl's ``ray.init()`` then does what it always did. Several
+    nodes need a cluster started beforehand, so a missing address is an error here rather than a one-node Ray later.
+    """
+    configured = cfg.verl.get("ray_address")
+    nnodes = int(cfg.verl.nnodes)
+    if not configured and nnodes == 1:
+        return None
+    address = str(configured or (os.environ if environ is None else environ).get(RAY_ADDRESS_ENV, "")).strip()
+    if nnodes > 1 and address in ("", "local"):
+        problem = "its address is 'local' (a new one-node Ray)" if address else f"{RAY_ADDRESS_ENV} is unset"
+        raise ConfigError(
+            f"verl.nnodes={nnodes} joins a running Ray cluster, but {problem}: run `ray start --head` on the first "
+            f"node and `ray start --address=HEAD:6379` on the others, then set {RAY_ADDRESS_ENV}=HEAD:6379 "
+            "(or verl.ray_address)"
+        )
+    return address or None
 
 
 def _data_keys(cfg: DictConfig, run: str, prompts: int) -> dict[str, Any]:
@@ -173,8 +200,11 @@ def _trainer_keys(cfg: DictConfig, run: str) -> dict[str, Any]:
     }
 
 
-def translate(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Our config as verl keys (dotted) and values, before verl's defaults and ``verl.overrides``."""
+def translate(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Our config as verl keys (dotted) and values, before verl's defaults and ``verl.overrides``.
+
+    ``environ`` (default ``os.environ``) is read for ``RAY_ADDRESS`` when the run spans several nodes.
+    """
     check_supported(cfg)
     prompts = int(cfg.grpo.train_batch_size) * (2 if trains_pairs(cfg) else 1)
     run = str(run_dir)
@@ -184,6 +214,9 @@ def translate(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         **_rollout_ref_keys(cfg),
         **_trainer_keys(cfg, run),
     }
+    address = ray_address(cfg, environ)
+    if address is not None:  # verl passes ray_kwargs.ray_init to ray.init(): address= joins the cluster
+        out["ray_kwargs.ray_init.address"] = address
     teacher = cfg.method.get("teacher")
     out["actor_rollout_ref.corewarding_teacher"] = bool(teacher)  # the worker saves/loads the teacher's shards
     if teacher:
@@ -233,15 +266,20 @@ def parse_override(text: str) -> tuple[str, Any, bool]:
     return key.lstrip("+").strip(), yaml.safe_load(raw) if raw.strip() else None, add
 
 
-def to_verl_config(cfg: DictConfig, run_dir: str | Path) -> DictConfig:
-    """The resolved verl config of ``cfg`` for a run writing under ``run_dir``."""
+def to_verl_config(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] | None = None) -> DictConfig:
+    """The resolved verl config of ``cfg`` for a run writing under ``run_dir`` (``environ``: see ``translate``)."""
     verl_cfg = verl_base_config()
-    apply(verl_cfg, translate(cfg, run_dir))
+    apply(verl_cfg, translate(cfg, run_dir, environ))
     apply(verl_cfg, {"corewarding": corewarding_section(cfg, run_dir)})
     for text in cfg.verl.get("overrides") or []:
         key, value, add = parse_override(str(text))
         apply(verl_cfg, {key: value}, allow_new=add)
     OmegaConf.resolve(verl_cfg)
+    init = verl_cfg.ray_kwargs.ray_init
+    if init.get("address") and init.num_cpus is not None:
+        raise ConfigError(
+            f"ray_kwargs.ray_init.num_cpus={init.num_cpus}: Ray refuses it when joining the cluster at {init.address}"
+        )
     return verl_cfg
 
 
