@@ -1,0 +1,220 @@
+"""A private Prefect API server per checkout for one pipeline run, and SIGTERM that unwinds like Ctrl-C.
+
+Why: without an API URL Prefect runs in ephemeral mode: it starts a temporary server of its own and keeps its state
+in ``~/.prefect``, shared by every checkout on the machine; a Ctrl-C or SIGTERM leaves that server running, and SIGTERM
+kills Python without running any cleanup. Here the server is ours: its state lives in ``<checkout>/.prefect``, it is
+stopped when the run ends however it ends, and the kernel stops it if we are killed outright.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import FrameType
+
+log = logging.getLogger(__name__)
+
+HOME_DIR = ".prefect"  # git- and DVC-ignored
+SERVER_LOG = "server.log"
+STOP_GRACE_S = 5.0
+DRAIN_TIMEOUT_S = 5.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def checkout_prefect_home(root: Path) -> Path:
+    """``<root>/.prefect``, created: each checkout keeps its own Prefect state (database, results, server log)."""
+    home = Path(root).absolute() / HOME_DIR
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+@contextmanager
+def prefect_api(root: Path, startup_timeout_s: float = 60) -> Iterator[str]:
+    """Yield the Prefect API URL for this run: ``$PREFECT_API_URL`` if set (nothing is started), otherwise that of a
+    private ``prefect server start`` whose state is in ``checkout_prefect_home(root)``, stopped on the way out.
+
+    Inside, ``PREFECT_API_URL`` and ``PREFECT_HOME`` are set in ``os.environ`` (child processes inherit them) and in
+    Prefect's settings of this process, which were read when ``prefect`` was imported. Use it from the main thread:
+    the server is bound to the thread that started it (the kernel's parent-death signal fires when that thread ends).
+    """
+    external = os.environ.get("PREFECT_API_URL")
+    if external:
+        log.info("Prefect API from PREFECT_API_URL: %s", external)
+        with _prefect_settings(external, home=None):
+            yield external
+        return
+    home = checkout_prefect_home(root)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    started = time.monotonic()
+    server = _start_server(home, port)
+    try:
+        _wait_healthy(url, server, home / SERVER_LOG, startup_timeout_s)
+        log.info("private Prefect server %s (pid %d) up in %.1f s, state in %s", url, server.pid,
+                 time.monotonic() - started, home)  # fmt: skip
+        with _environment(PREFECT_API_URL=url, PREFECT_HOME=str(home)), _prefect_settings(url, home=home):
+            try:
+                yield url
+            finally:
+                _drain_prefect_services()  # queued logs and events go out while the server still answers
+    finally:
+        _stop(server)
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal (SIGINT or SIGTERM) after everything was cleaned up."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"interrupted by {signal_name}")
+        self.signal_name = signal_name
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for death by this signal: 128 + its number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + int(signal.Signals[self.signal_name])
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside, SIGTERM (like SIGINT) raises KeyboardInterrupt in the main thread, so every ``finally`` and context
+    manager on the way out runs for both; leaving on such an interruption raises ``Interrupted(<signal name>)``.
+    The previous handlers are restored on exit. Main thread only (Python delivers signals there)."""
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("interruptible() sets signal handlers, which only the main thread can do")
+    received: list[str] = []
+
+    def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt(received[-1])
+
+    previous = {sig: signal.signal(sig, raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        raise Interrupted(received[0] if received else "SIGINT") from interrupt
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def resume_hint(command: str) -> str:
+    """The one line printed after an interruption."""
+    return f"interrupted; nothing is lost: run `{command}` to resume (finished steps are skipped)"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks the kernel to SIGTERM the child when we die, even by SIGKILL (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child should do as little as it can
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # we died before the request was in place
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def _start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    command = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with open(home / SERVER_LOG, "wb") as output:  # the last run's log; the child keeps its own descriptor
+        return subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+            process_group=0, preexec_fn=_die_with_parent(),
+        )  # fmt: skip
+
+
+def _wait_healthy(url: str, server: subprocess.Popen[bytes], log_file: Path, timeout_s: float) -> None:
+    """Poll ``<url>/health`` until it answers; stop with the server's log if it exits or ``timeout_s`` passes."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with suppress(OSError), direct.open(f"{url}/health", timeout=2) as reply:
+            if reply.status == 200:
+                return
+        if server.poll() is not None:
+            raise RuntimeError(f"the Prefect server exited ({server.returncode}): {_tail(log_file)}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the Prefect server did not answer {url} in {timeout_s:.0f} s: {_tail(log_file)}")
+        time.sleep(0.2)
+
+
+def _tail(path: Path, chars: int = 2000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.is_file() else "(no log)"
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group, wait up to ``STOP_GRACE_S``, then SIGKILL whatever is left of it."""
+    with suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        log.warning("the Prefect server (pid %d) ignored SIGTERM for %.0f s: killing it", server.pid, STOP_GRACE_S)
+    finally:  # also when a second Ctrl-C lands while we wait
+        with suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _prefect_settings(url: str, home: Path | None) -> Iterator[None]:
+    """Point this process's Prefect at ``url``. Prefect reads the environment once, at import, into a global
+    settings context; ``temporary_settings`` covers this thread and what copies its context, and the global context
+    is swapped too for threads that start with an empty one (Prefect's log and event workers): otherwise those
+    would find no API URL and start an ephemeral server of their own. ``prefect_test_harness`` does the same."""
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+
+    updates = {PREFECT_API_URL: url}
+    if home is not None:
+        updates[PREFECT_HOME] = str(home)  # moves the result storage (task caches) into the checkout as well
+    previous_global = prefect.context.GLOBAL_SETTINGS_CONTEXT
+    with temporary_settings(updates=updates):
+        prefect.context.GLOBAL_SETTINGS_CONTEXT = prefect.context.get_settings_context()
+        try:
+            yield
+        finally:
+            prefect.context.GLOBAL_SETTINGS_CONTEXT = previous_global
+
+
+def _drain_prefect_services() -> None:
+    """Send what Prefect's background services (logs, events) still hold; they share one registry."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=DRAIN_TIMEOUT_S)

@@ -1,0 +1,223 @@
+"""prefect_session with real processes: a private Prefect server per checkout that takes the flow runs and is gone
+afterwards, also after a SIGTERM in the middle of a flow run or a SIGKILL of its parent; SIGTERM unwinds like Ctrl-C.
+
+The checkout is shared by the module's tests so that the server's database is created (migrated) once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.settings import get_current_settings
+
+from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+STOP_BUDGET_S = 15  # crash report, log drain (5 s at most), server stop (5 s, then SIGKILL)
+STARTED = threading.Event()  # set by the waiting flow, so the test knows when to send its signal
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("checkout")
+
+
+@pytest.fixture
+def no_api_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+
+
+@flow(name="session-hello")
+def hello(x: int) -> int:
+    return x + 1
+
+
+@flow(name="session-wait")
+def wait_for_signal(limit_s: float) -> str:
+    STARTED.set()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "not interrupted"
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, ...); None when gone or a zombie."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return None if fields[0] in "ZX" else fields
+
+
+def _children(pid: int) -> list[int]:
+    pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return [child for child in pids if (fields := _stat(child)) is not None and int(fields[1]) == pid]
+
+
+def _group_alive(pgid: int) -> bool:
+    pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return any((fields := _stat(pid)) is not None and int(fields[2]) == pgid for pid in pids)
+
+
+def _port(url: str) -> str:
+    return url.rsplit(":", 1)[1].removesuffix("/api")
+
+
+def _only_server(parent: int, url: str) -> int:
+    """The one child of ``parent``: our ``prefect server start`` on the URL's port (no ephemeral server beside it)."""
+    children = _children(parent)
+    assert len(children) == 1, children
+    command = Path(f"/proc/{children[0]}/cmdline").read_bytes().split(b"\0")
+    assert command[-7:-1] == [b"server", b"start", b"--host", b"127.0.0.1", b"--port", _port(url).encode()]
+    assert os.getpgid(children[0]) == children[0]  # its own process group
+    return children[0]
+
+
+def _flow_run_states(checkout: Path) -> dict[str, str]:
+    """Flow run id -> state, read from the checkout's own Prefect database (not through any server)."""
+    with sqlite3.connect(checkout / ".prefect" / "prefect.db") as db:
+        return {str(row[0]): row[1] for row in db.execute("SELECT id, state_type FROM flow_run")}
+
+
+@pytest.mark.slow
+def test_private_server_takes_the_flow_runs_and_is_gone_after_a_sigterm_mid_run(
+    checkout: Path, no_api_url: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PREFECT_HOME", "/outer/home")
+    settings_before = get_current_settings().api.url
+    handler_before = signal.getsignal(signal.SIGTERM)
+    sent: list[float] = []
+
+    def terminate_once_waiting() -> None:
+        if STARTED.wait(timeout=120):
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    STARTED.clear()
+    with pytest.raises(Interrupted) as stopped, interruptible(), prefect_api(checkout) as url:
+        assert url.startswith("http://127.0.0.1:") and os.environ["PREFECT_API_URL"] == url
+        assert os.environ["PREFECT_HOME"] == str(checkout / ".prefect")
+        assert get_current_settings().api.url == url
+        state = hello(41, return_state=True)
+        run_id = state.state_details.flow_run_id
+        with get_client(sync_client=True) as client:
+            assert client.api_url == url + "/"
+            run = client.read_flow_run(run_id)
+        server = _only_server(os.getpid(), url)
+        threading.Thread(target=terminate_once_waiting, daemon=True).start()
+        wait_for_signal(30)
+    cleanup_s = time.monotonic() - sent[0]
+
+    # The first run went to the private server, whose state is in the checkout.
+    assert state.result() == 42
+    assert run.name and run.state is not None and run.state.is_completed()
+    runs = _flow_run_states(checkout)
+    assert runs.pop(str(run_id)) == "COMPLETED"
+    assert f"http://127.0.0.1:{_port(url)}" in (checkout / ".prefect" / "server.log").read_text()
+    # The SIGTERM unwound like Ctrl-C: Prefect's engine reported the crash while the server still answered, then the
+    # server was stopped and the environment, Prefect's settings and the signal handler were put back.
+    assert stopped.value.signal_name == "SIGTERM" and stopped.value.exit_code == 143
+    assert isinstance(stopped.value.__cause__, KeyboardInterrupt)
+    assert list(runs.values()) == ["CRASHED"]
+    assert not _group_alive(server)
+    assert cleanup_s < STOP_BUDGET_S, cleanup_s
+    assert "PREFECT_API_URL" not in os.environ and os.environ["PREFECT_HOME"] == "/outer/home"
+    assert get_current_settings().api.url == settings_before
+    assert signal.getsignal(signal.SIGTERM) is handler_before
+
+
+def test_api_url_from_the_environment_starts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    with prefect_api(tmp_path) as url:
+        assert url == "http://127.0.0.1:9/api"
+        assert get_current_settings().api.url == url  # even when set after prefect was imported
+        assert _children(os.getpid()) == []
+    assert not (tmp_path / ".prefect").exists()
+
+
+def _python(script: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args], env=env, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _wait_gone(pgid: int, timeout_s: float) -> float:
+    """Seconds until no live process is left in the group (fails after ``timeout_s``)."""
+    start = time.monotonic()
+    while _group_alive(pgid):
+        assert time.monotonic() - start < timeout_s, f"process group {pgid} still alive after {timeout_s} s"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_the_server_dies_with_its_parent_even_on_sigkill(checkout: Path) -> None:
+    parent = _python(
+        """
+        import sys, time
+        from pathlib import Path
+        from corewarding.pipeline.prefect_session import prefect_api
+
+        with prefect_api(Path(sys.argv[1])) as url:
+            print("ready", url, flush=True)
+            time.sleep(120)
+        """,
+        str(checkout),
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().startswith("ready ")
+        [server] = _children(parent.pid)
+        parent.kill()
+        parent.wait()
+        _wait_gone(server, timeout_s=5)
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_sigterm_unwinds_like_ctrl_c() -> None:
+    child = _python(
+        """
+        import time
+        from corewarding.pipeline.prefect_session import Interrupted, interruptible
+
+        try:
+            with interruptible():
+                try:
+                    print("looping", flush=True)
+                    while True:
+                        time.sleep(0.01)
+                except KeyboardInterrupt as interrupt:
+                    print("unwound by", interrupt, flush=True)
+                    raise
+        except Interrupted as stopped:
+            print(stopped.signal_name, stopped.exit_code, flush=True)
+        """
+    )
+    assert child.stdout is not None and child.stdout.readline() == "looping\n"
+    child.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    out, _ = child.communicate(timeout=2)
+    assert time.monotonic() - sent < 2
+    assert child.returncode == 0
+    assert out.splitlines() == ["unwound by SIGTERM", "SIGTERM 143"]
+
+
+def test_resume_hint_names_the_command() -> None:
+    assert resume_hint("corewarding pipeline run --cell a") == (
+        "interrupted; nothing is lost: run `corewarding pipeline run --cell a` to resume (finished steps are skipped)"
+    )
