@@ -23,7 +23,7 @@ install: $(STAMP)
 # through DVC, then the six tiny cells trained, evaluated at every saved step, ingested into DuckDB, publish folders.
 demo: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 PREFECT_SERVER_ANALYTICS_ENABLED=false \
-	  PREFECT_SERVER_TASKS_TAG_CONCURRENCY_SLOT_WAIT_SECONDS=2 $(BIN)/corewarding pipeline run --matrix demo
+	  $(BIN)/corewarding pipeline run --matrix demo
 
 # The data pipeline's CPU path under DVC (the tiny set: prepare, then rephrase with the tiny model)
 data: $(STAMP)

@@ -1,4 +1,5 @@
-"""Scheduled deployments of the pipeline flow (``configs/pipeline.yaml: deployments``), for a work pool or served."""
+"""Deployments: the scheduled pipeline runs (``configs/pipeline.yaml: deployments``) and, per work pool that runs
+cells, the ``corewarding-cell/<pool>`` deployment whose flow runs the pool's workers take, one per GPU machine."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.actions import WorkPoolCreate
+from prefect.client.schemas.actions import DeploymentUpdate, WorkPoolCreate
 from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 
-from corewarding.pipeline.settings import deployment_specs, load_settings
+from corewarding.pipeline.settings import deployment_specs
+from corewarding.pipeline.worker import PULL_STEP
+from flows.cell import cell
 from flows.pipeline import pipeline
-from flows.tasks import ensure_gpu_limit
 
 log = logging.getLogger(__name__)
 
 ENTRYPOINT = "flows/pipeline.py:pipeline"
+CELL_ENTRYPOINT = "flows/cell.py:cell"
 
 
 def _ensure_process_pool(name: str) -> None:
@@ -33,10 +36,14 @@ def _ensure_process_pool(name: str) -> None:
             log.info("created process work pool %s", name)
 
 
-def _deployment_kwargs(name: str, spec: dict[str, Any], config: Sequence[str]) -> dict[str, Any]:
+def _deployment_kwargs(
+    name: str, spec: dict[str, Any], config: Sequence[str], cell_pool: str | None = None
+) -> dict[str, Any]:
     parameters = dict(spec.get("parameters") or {})
     if config:
         parameters["config"] = [*parameters.get("config", []), *config]
+    if cell_pool:
+        parameters.setdefault("work_pool", cell_pool)
     return {
         "name": name,
         "description": spec.get("description"),
@@ -47,30 +54,53 @@ def _deployment_kwargs(name: str, spec: dict[str, Any], config: Sequence[str]) -
     }
 
 
-def deploy_to_pool(work_pool: str, root: Path, config: Sequence[str] = (), create_pool: bool = True) -> list[str]:
-    """Register every configured deployment for ``work_pool`` (workers run the flow from ``root``); returns ids."""
+def _run_in_worker_checkout(deployment_ids: Sequence[Any]) -> None:
+    """Replace the deploying machine's path by the pull step that enters the worker's own checkout."""
+    with get_client(sync_client=True) as client:
+        for deployment_id in deployment_ids:
+            client.update_deployment(deployment_id, DeploymentUpdate(pull_steps=[{PULL_STEP: {}}]))
+
+
+def deploy_to_pool(
+    work_pool: str, root: Path, config: Sequence[str] = (), create_pool: bool = True, cell_pool: str | None = None
+) -> list[str]:
+    """Register the scheduled pipeline deployments on ``work_pool`` and the cell deployment of each pool that runs
+    cells (``work_pool``, and ``cell_pool`` whose workers then take the scheduled runs' cells); returns ids."""
     from prefect import deploy
 
-    settings = load_settings(config)
-    ensure_gpu_limit(settings.gpu_tag, settings.gpu_concurrency)
+    pools = list(dict.fromkeys([work_pool, *([cell_pool] if cell_pool else [])]))
     if create_pool:
-        _ensure_process_pool(work_pool)
+        for pool in pools:
+            _ensure_process_pool(pool)
     source = pipeline.from_source(source=str(root.resolve()), entrypoint=ENTRYPOINT)
+    cell_source = cell.from_source(source=str(root.resolve()), entrypoint=CELL_ENTRYPOINT)
     deployments = [
-        source.to_deployment(**_deployment_kwargs(name, spec, config), work_pool_name=work_pool)
+        source.to_deployment(**_deployment_kwargs(name, spec, config, cell_pool), work_pool_name=work_pool)
         for name, spec in deployment_specs(config).items()
     ]
-    ids = deploy(*deployments, work_pool_name=work_pool, build=False, push=False, print_next_steps_message=False,
-                 ignore_warnings=True)  # fmt: skip
-    return [str(i) for i in ids]
+    cells = [
+        cell_source.to_deployment(name=pool, work_pool_name=pool, tags=["corewarding", "cell"],
+                                  description=f"one matrix cell (train, evaluate, publish) on work pool {pool}")
+        for pool in pools
+    ]  # fmt: skip
+    by_pool: dict[str, list[Any]] = {}
+    for deployment in [*deployments, *cells]:
+        by_pool.setdefault(str(deployment.work_pool_name), []).append(deployment)
+    ids = [
+        deploy(
+            *group, work_pool_name=pool, build=False, push=False, print_next_steps_message=False, ignore_warnings=True
+        )
+        for pool, group in by_pool.items()
+    ]
+    flat = [i for group in ids for i in group]
+    _run_in_worker_checkout(flat)
+    return [str(i) for i in flat]
 
 
 def serve(config: Sequence[str] = ()) -> None:
     """Register the configured deployments and run their flow runs in this process's children until stopped."""
     from prefect import serve as prefect_serve
 
-    settings = load_settings(config)
-    ensure_gpu_limit(settings.gpu_tag, settings.gpu_concurrency)
     prefect_serve(
         *(
             pipeline.to_deployment(**_deployment_kwargs(name, spec, config))

@@ -1,7 +1,10 @@
-"""The corewarding pipeline flow: data, then per selected cell train -> evaluate -> ingest -> publish.
+"""The corewarding pipeline flow: data, then one flow run per selected cell (train -> evaluate -> publish), each
+ingested into DuckDB by this flow as it finishes.
 
-Cells run side by side, their GPU steps limited by the GPU tag's concurrency limit; a failed cell does not stop
-the others, and the run ends failed, naming the cells that failed. Run it with ``corewarding pipeline run``.
+Without a work pool the cells run here, one after another, as sub-flow runs of this process. With one
+(``work_pool``), every cell is a flow run of the ``corewarding-cell/<pool>`` deployment that the pool's workers take,
+one per GPU machine; results come back through the shared store. A failed cell does not stop the others, and the
+run ends failed, naming the cells that failed. Run it with ``corewarding pipeline run``.
 """
 
 from __future__ import annotations
@@ -11,10 +14,25 @@ from typing import Any
 
 from prefect import flow
 
-from corewarding.pipeline.cells import all_data_stages, plan_cells
-from corewarding.pipeline.report import PipelineReport
-from corewarding.pipeline.settings import load_settings, should_record
-from flows import tasks
+from corewarding.pipeline import sharing
+from corewarding.pipeline.cells import CellPlan, all_data_stages, plan_cells
+from corewarding.pipeline.jobs import cell_job
+from corewarding.pipeline.report import CellReport, PipelineReport
+from corewarding.pipeline.settings import PipelineSettings, load_settings, should_record
+from flows import fanout, tasks
+from flows.cell import cell
+
+
+def _run_here(plans: list[CellPlan], settings: PipelineSettings) -> list[CellReport]:
+    """Each cell as a sub-flow run of this process, in order; Ctrl-C stops the one running and ends the run."""
+    reports = []
+    for plan in plans:
+        job = cell_job(plan, settings, None)
+        state = cell(plan.cell_id, job.to_parameters(), return_state=True)  # type: ignore[call-overload]
+        report = fanout.cell_report(plan, job, state)
+        tasks.ingest_cell(report, plan, settings)
+        reports.append(report)
+    return reports
 
 
 @flow(name="corewarding-pipeline")
@@ -29,24 +47,30 @@ def pipeline(
     eval_overrides: list[str] | None = None,
     push: bool | None = None,
     force_evaluate: bool | None = None,
+    work_pool: str | None = None,
     config: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run the selected cells of a matrix (``configs/pipeline.yaml`` holds the defaults of every parameter)."""
     settings = load_settings(
         config or [], matrix=matrix, methods=methods, base_models=base_models, datasets=datasets, cells=cells,
         steps=steps, overrides=overrides, eval_overrides=eval_overrides, push=push, force_evaluate=force_evaluate,
+        work_pool=work_pool,
     )  # fmt: skip
     plans = plan_cells(settings.selection, settings.overrides, settings.eval_overrides)
+    store_url = sharing.store_url(settings, Path.cwd())
     report = PipelineReport(settings.selection.matrix, [])
-    tasks.ensure_gpu_limit(settings.gpu_tag, settings.gpu_concurrency)
     data_failed: dict[str, str] = {}
+    ids = [p.cell_id for p in plans]
     if "data" in settings.steps:
         report.data_stages = all_data_stages(plans)
-        ids = [p.cell_id for p in plans]
         data_failed = tasks.reproduce_data(
             settings.selection.matrix, ids, list(settings.overrides), settings.results_db, settings.data_dir
         )
-    report.cells = tasks.run_cells(plans, settings, data_failed)
+    ready = [p for p in plans if p.cell_id not in data_failed]
+    if store_url and ready and {"train", "evaluate"} & set(settings.steps):
+        tasks.share_data(store_url, settings.selection.matrix, [p.cell_id for p in ready], list(settings.overrides))
+    done = fanout.run_on_pool(ready, settings, store_url) if settings.work_pool else _run_here(ready, settings)
+    report.cells = fanout.in_plan_order(plans, done, data_failed, settings.steps)
     if should_record(settings, Path.cwd()):
         tasks.record_dvc(plans, settings, report)
     return tasks.finish(report)

@@ -1,8 +1,8 @@
 """Prefect tasks: each wraps one library function of ``corewarding.pipeline`` and takes plain values.
 
-GPU work (train, evaluate) carries the GPU tag, whose concurrency limit serialises it; only network and I/O steps
-(publish, ingest, DVC bookkeeping) retry, and only on transient errors. Results are not cached by Prefect: every
-step decides itself whether its work is already done.
+Task runs are named after their cell (``train co_rewarding_2__qwen3-8b-base__math``). Only network and I/O steps
+(publish, ingest, sharing through the store, DVC bookkeeping) retry, and only on transient errors. Results are not
+cached by Prefect: every step decides itself whether its work is already done.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.client.orchestration import get_client
-from prefect.futures import PrefectFuture
+from prefect.states import State
 
-from corewarding.pipeline import dvc, steps
+from corewarding.pipeline import dvc, sharing, steps
 from corewarding.pipeline.cells import CellPlan, Selection, data_groups, plan_cell, plan_cells
-from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
+from corewarding.pipeline.jobs import CellJob
+from corewarding.pipeline.report import CellReport, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, io_retries
 
 
@@ -25,14 +25,12 @@ def _retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
     return steps.is_transient(state.result(raise_on_failure=False))
 
 
-def ensure_gpu_limit(tag: str, limit: int) -> None:
-    """Create or update the concurrency limit of the GPU tag on the Prefect server."""
-    with get_client(sync_client=True) as client:
-        client.upsert_global_concurrency_limit_by_name(f"tag:{tag}", limit)
-
-
 def _plans(matrix: str, cell_ids: list[str], overrides: list[str]) -> list[CellPlan]:
     return plan_cells(Selection(matrix=matrix, cells=tuple(cell_ids)), overrides)
+
+
+def _job_plan(job: CellJob, evaluation: bool = False) -> CellPlan:
+    return plan_cell(job.matrix, job.cell_id, job.overrides, job.eval_overrides if evaluation else ())
 
 
 @task(name="reproduce-data", cache_policy=NO_CACHE)
@@ -43,24 +41,37 @@ def reproduce_data(matrix: str, cell_ids: list[str], overrides: list[str], db: P
     return failed
 
 
+@task(name="share-data", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
+def share_data(store_url: str, matrix: str, cell_ids: list[str], overrides: list[str]) -> int:
+    """Put the cells' data files in the shared store, for workers on other machines; returns files copied."""
+    return sharing.share_data_files(sharing.open_store(store_url), _plans(matrix, cell_ids, overrides))
+
+
+@task(name="fetch", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
+def fetch(job: CellJob) -> dict[str, Any]:
+    """On the worker: the cell's data files and its run folder (newest checkpoint) from the store."""
+    assert job.store_url
+    return sharing.fetch_cell(sharing.open_store(job.store_url), _job_plan(job))
+
+
 @task(name="train", cache_policy=NO_CACHE)
-def train(matrix: str, cell_id: str, overrides: list[str]) -> dict[str, Any]:
-    return steps.train_cell(plan_cell(matrix, cell_id, overrides)).to_dict()
+def train(job: CellJob) -> dict[str, Any]:
+    return steps.train_cell(_job_plan(job)).to_dict()
 
 
 @task(name="evaluate", cache_policy=NO_CACHE)
-def evaluate(matrix: str, cell_id: str, overrides: list[str], eval_overrides: list[str], force: bool) -> dict[str, Any]:
-    return steps.evaluate_cell(plan_cell(matrix, cell_id, overrides, eval_overrides), force=force).to_dict()
+def evaluate(job: CellJob) -> dict[str, Any]:
+    return steps.evaluate_cell(_job_plan(job, evaluation=True), force=job.force_evaluate).to_dict()
+
+
+@task(name="publish", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
+def publish(job: CellJob) -> dict[str, Any]:
+    return steps.publish_cell(_job_plan(job), job.push, job.org, job.publish_steps).to_dict()
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
 def ingest(matrix: str, cell_id: str, overrides: list[str], db: Path) -> dict[str, Any]:
     return steps.ingest_cell(plan_cell(matrix, cell_id, overrides), db).to_dict()
-
-
-@task(name="publish", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
-def publish(matrix: str, cell_id: str, overrides: list[str], push: bool, org: str | None, which: str) -> dict[str, Any]:
-    return steps.publish_cell(plan_cell(matrix, cell_id, overrides), push, org, which).to_dict()
 
 
 @task(name="record-dvc-stages", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
@@ -70,35 +81,24 @@ def record_dvc_stages(
     return dvc.record_cells(Path.cwd(), params_file, _plans(matrix, cell_ids, overrides), trained, evaluated)
 
 
-def submit_cell(plan: CellPlan, settings: PipelineSettings) -> dict[str, PrefectFuture[Any]]:
-    """Submit the cell's steps in order, each waiting for the one before; returns step -> future."""
-    args = (plan.matrix.name, plan.cell_id, list(plan.overrides))
-    gpu = {"tags": [settings.gpu_tag]}
-    io = io_retries(settings)
-    network = {**io, "retries": settings.retries_network} if settings.push else io
-    calls = {
-        "train": lambda wait: train.with_options(**gpu).submit(*args, wait_for=wait),
-        "evaluate": lambda wait: evaluate.with_options(**gpu).submit(
-            *args, list(plan.eval_overrides), settings.force_evaluate, wait_for=wait
-        ),
-        "ingest": lambda wait: ingest.with_options(**io).submit(*args, settings.results_db, wait_for=wait),
-        "publish": lambda wait: publish.with_options(**network).submit(
-            *args, settings.push, settings.org, settings.publish_steps, wait_for=wait
-        ),
-    }
-    futures: dict[str, PrefectFuture[Any]] = {}
-    for step, call in calls.items():
-        if step in settings.steps:
-            futures[step] = call(list(futures.values())[-1:])
-    return futures
+CELL_TASKS = {"train": train, "evaluate": evaluate, "publish": publish}
 
 
-def _outcome(future: PrefectFuture[Any]) -> tuple[str, Any, str | None]:
-    """(status, result, error) of a finished task run: done/skipped from its result, failed, or not run."""
-    future.wait()
-    state = future.state
+def run_step(step: str, job: CellJob) -> State[Any]:
+    """Run one step of the cell in this thread (Ctrl-C reaches it), named after the cell; returns its final state."""
+    options: dict[str, Any] = {"task_run_name": f"{step} {job.cell_id}"}
+    if step == "publish":
+        options |= {
+            "retries": job.retries_network if job.push else job.retries_io,
+            "retry_delay_seconds": job.retry_delay_s,
+        }
+    return CELL_TASKS[step].with_options(**options)(job, return_state=True)  # type: ignore[no-any-return]
+
+
+def outcome(state: State[Any]) -> tuple[str, Any, str | None]:
+    """(status, result, error) of a finished run: done/skipped from its result, failed, or not run."""
     if state.is_completed():
-        result = future.result()
+        result = state.result()
         return (str(result["status"]) if isinstance(result, dict) and "status" in result else "done"), result, None
     if state.is_failed() or state.is_crashed():
         error = state.result(raise_on_failure=False)
@@ -106,37 +106,35 @@ def _outcome(future: PrefectFuture[Any]) -> tuple[str, Any, str | None]:
     return "not run", None, None
 
 
-def run_cells(plans: list[CellPlan], settings: PipelineSettings, data_failed: dict[str, str]) -> list[CellReport]:
-    """Submit every cell whose data is ready, then wait for all; a cell whose data failed is reported, not run."""
-    submitted = {p.cell_id: submit_cell(p, settings) for p in plans if p.cell_id not in data_failed}
-    reports = []
-    for plan in plans:
-        report = CellReport(plan.cell_id, str(plan.run_dir))
-        if plan.cell_id in data_failed:
-            report.record("data", "failed", data_failed[plan.cell_id])
-            for step in settings.steps:
-                if step != "data":
-                    report.record(step, "not run")
-        for step, future in submitted.get(plan.cell_id, {}).items():
-            status, _, error = _outcome(future)
-            report.record(step, status, error)
-        reports.append(report)
-    return reports
+def ingest_cell(report: CellReport, plan: CellPlan, settings: PipelineSettings) -> None:
+    """Ingest a finished cell into the DuckDB store (the parent is its one writer), unless it failed."""
+    if "ingest" not in settings.steps:
+        return
+    if report.failed:
+        report.record("ingest", "not run")
+        return
+    state = ingest.with_options(task_run_name=f"ingest {plan.cell_id}", **io_retries(settings))(
+        plan.matrix.name, plan.cell_id, list(plan.overrides), settings.results_db, return_state=True
+    )
+    status, _, error = outcome(state)
+    report.record("ingest", status, error)
 
 
 def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: PipelineReport) -> None:
     """Record in DVC the stages that ran; a failure is kept in the report instead of ending the flow early."""
     ids = [p.cell_id for p in plans]
-    future = record_dvc_stages.with_options(**io_retries(settings)).submit(
+    state = record_dvc_stages.with_options(**io_retries(settings))(
         settings.selection.matrix, ids, list(settings.overrides), settings.params_file,
-        report.ran("train"), report.ran("evaluate"),
+        report.ran("train"), report.ran("evaluate"), return_state=True,
     )  # fmt: skip
-    _, result, error = _outcome(future)
+    _, result, error = outcome(state)
     report.recorded, report.dvc_error = (result or []), error
 
 
 def finish(report: PipelineReport) -> dict[str, Any]:
     """The run's report; raises PipelineFailed (the flow run fails, naming the cells) when anything failed."""
+    from corewarding.pipeline.report import PipelineFailed
+
     if not report.ok:
         raise PipelineFailed(report)
     return report.to_dict()

@@ -5,8 +5,6 @@ DuckDB."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.support.net import free_port, wait_healthy
+from corewarding.pipeline.worker import PULL_STEP
+from tests.support.prefect_server import prefect_server
 from tests.support.repo import clone_project, dvc_bin
 
 BIN = Path(sys.executable).parent
@@ -25,28 +24,8 @@ CELL = "self_certainty__tiny__tiny"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A real Prefect server on 127.0.0.1 with its own home; yields the environment that points at it."""
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = free_port()
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
-        "HF_HUB_OFFLINE": "1",
-    }
-    log = (home / "server.log").open("w")
-    proc = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/api/health", proc, (home / "server.log").read_text)
+    with prefect_server(tmp_path_factory.mktemp("prefect-server")) as env:
         yield env
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-        log.close()
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:
@@ -69,18 +48,22 @@ from prefect import get_client
 from prefect.deployments import run_deployment
 with get_client(sync_client=True) as client:
     deployments = {{d.name: d for d in client.read_deployments()}}
-    limit = client.read_global_concurrency_limit_by_name("tag:gpu")
 run = run_deployment("corewarding-pipeline/nightly", timeout=0,
                      parameters={{"matrix": "demo", "cells": ["{CELL}"], "push": False}})
-print(json.dumps({{"run": str(run.id), "limit": limit.limit,
+print(json.dumps({{"run": str(run.id),
   "schedules": {{n: [s.schedule.cron for s in d.schedules] for n, d in deployments.items()}},
+  "pull_steps": {{n: d.pull_steps for n, d in deployments.items()}},
   "pools": sorted({{d.work_pool_name for d in deployments.values()}})}}))
 """
     info = json.loads(_run([sys.executable, "-c", trigger], server, clone).strip().splitlines()[-1])
-    assert info["schedules"] == {"nightly": ["0 2 * * *"], "weekly-eval": ["0 6 * * 0"]}
-    assert info["pools"] == ["cpu-pool"] and info["limit"] == 1
+    # The two schedules, and the cell deployment (named after its pool) that the pool's workers run cells from.
+    assert info["schedules"] == {"nightly": ["0 2 * * *"], "weekly-eval": ["0 6 * * 0"], "cpu-pool": []}
+    assert info["pools"] == ["cpu-pool"]
+    # Every deployment runs in the worker's own checkout, not at the deploying machine's path.
+    assert set(map(json.dumps, info["pull_steps"].values())) == {json.dumps([{PULL_STEP: {}}])}
 
-    worker = _run([str(BIN / "prefect"), "worker", "start", "--pool", "cpu-pool", "--run-once"], server, tmp_path)
+    worker_env = {**server, "COREWARDING_ROOT": str(clone)}  # the worker machine's checkout
+    worker = _run([str(BIN / "prefect"), "worker", "start", "--pool", "cpu-pool", "--run-once"], worker_env, tmp_path)
     assert "Finished in state Completed()" in worker, worker[-3000:]
 
     check = f"""

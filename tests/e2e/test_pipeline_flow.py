@@ -30,7 +30,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "PREFECT_HOME": str(home),
         "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_TASKS_TAG_CONCURRENCY_SLOT_WAIT_SECONDS": "1",
     }.items():
         patch.setenv(key, value)
     clone = clone_project(tmp_path_factory.mktemp("flow"))

@@ -161,14 +161,19 @@ def test_an_override_with_white_space_cannot_become_a_stage_command() -> None:
 
 def test_settings_defaults_parameters_and_bad_values() -> None:
     settings = load_settings()
-    assert settings.selection.matrix == "demo" and settings.gpu_concurrency == 1 and settings.push is False
+    assert settings.selection.matrix == "demo" and settings.work_pool is None and settings.push is False
+    assert settings.store_url is None and settings.max_attempts == 2
     assert settings.steps == ("data", "train", "evaluate", "ingest", "publish")
-    chosen = load_settings(["gpu.concurrency=2"], matrix="paper", methods=["gt_grpo"], steps=["evaluate"], push=True)
-    assert chosen.gpu_concurrency == 2 and chosen.selection.methods == ("gt_grpo",) and chosen.push
+    chosen = load_settings(["store.url=/shared/store"], matrix="paper", methods=["gt_grpo"], steps=["evaluate"],
+                           push=True, work_pool="gpu")  # fmt: skip
+    assert chosen.work_pool == "gpu" and chosen.store_url == "/shared/store"
+    assert chosen.selection.methods == ("gt_grpo",) and chosen.push
     with pytest.raises(ConfigError, match=r"steps=.*each must be one of"):
         load_settings(steps=["train", "deploy"])
-    with pytest.raises(ConfigError, match=r"gpu\.concurrency=0"):
-        load_settings(["gpu.concurrency=0"])
+    with pytest.raises(ConfigError, match=r"cells\.max_attempts=0: must be a number > 0"):
+        load_settings(["cells.max_attempts=0"])
+    with pytest.raises(ConfigError, match=r"work_pool: .*shared store \(store\.url or store\.dvc_remote\)"):
+        load_settings(work_pool="gpu")
     with pytest.raises(ConfigError, match=r"methods=.*list of strings"):
         load_settings(methods=[1])  # type: ignore[list-item]
     with pytest.raises(ConfigError, match=r"paths\.data_dir=elsewhere.*without the data step"):

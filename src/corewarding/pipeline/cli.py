@@ -33,8 +33,23 @@ def _selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _resume_command(argv: list[str]) -> str:
+    return " ".join(["corewarding", *argv]) if argv else "corewarding pipeline run"
+
+
 def _run(args: argparse.Namespace) -> int:
+    from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
+
     _import_flows()
+    try:
+        with interruptible(), prefect_api(Path.cwd()):
+            return _run_flow(args)
+    except Interrupted as stop:  # its cell runs cancelled, the private server stopped
+        print(resume_hint(_resume_command(sys.argv[1:])), file=sys.stderr)
+        return stop.exit_code
+
+
+def _run_flow(args: argparse.Namespace) -> int:
     from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
     from flows.pipeline import pipeline
 
@@ -42,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         result = pipeline(
             **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
             eval_overrides=args.eval_override, push=True if args.push else None,
-            force_evaluate=True if args.force_evaluate else None, config=args.config,
+            force_evaluate=True if args.force_evaluate else None, work_pool=args.work_pool, config=args.config,
         )  # fmt: skip
     except PipelineFailed as failed:
         print(format_report(failed.report))
@@ -90,9 +105,12 @@ def _deploy(args: argparse.Namespace) -> int:
     if args.serve:
         deploy.serve(args.config)
         return 0
-    ids = deploy.deploy_to_pool(args.work_pool, Path(args.root), args.config)
-    print(json.dumps({"work_pool": args.work_pool, "deployments": ids}))
-    print(f"start a worker on each GPU machine:  prefect worker start --pool {args.work_pool}")
+    ids = deploy.deploy_to_pool(args.work_pool, Path(args.root), args.config, cell_pool=args.cell_pool)
+    print(json.dumps({"work_pool": args.work_pool, "cell_pool": args.cell_pool, "deployments": ids}))
+    cells = args.cell_pool or args.work_pool
+    if args.cell_pool:
+        print(f"start the scheduled runs' worker on one machine:  prefect worker start --pool {args.work_pool}")
+    print(f"start one worker per GPU machine, in its checkout:  prefect worker start --pool {cells} --limit 1")
     return 0
 
 
@@ -118,6 +136,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--push", action="store_true", help="upload to the Hub (token: HF_TOKEN or the HF cache)")
     run.add_argument("--force-evaluate", action="store_true", help="call the evaluation even for evaluated steps")
     run.add_argument("--json", action="store_true", help="also print the report as one JSON line")
+    run.add_argument(
+        "--work-pool", default=None,
+        help="run each cell as a flow run on this Prefect work pool (corewarding deploy --work-pool registers it; "
+        "needs PREFECT_API_URL and a shared store: store.url or store.dvc_remote)",
+    )  # fmt: skip
     run.set_defaults(func=_run)
     cells = pipeline.add_parser("cells", help="the selected cells, their data stages and DVC entries")
     _add_selection(cells)
@@ -143,6 +166,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     target = deploy.add_mutually_exclusive_group(required=True)
     target.add_argument("--work-pool", help="a process work pool (created if missing); workers run the flows")
     target.add_argument("--serve", action="store_true", help="serve the deployments from this process instead")
+    deploy.add_argument(
+        "--cell-pool",
+        default=None,
+        help="the pool whose workers (one per GPU machine) run the scheduled runs' cells; default: in the run itself",
+    )
     deploy.add_argument("--root", default=str(REPO), help="the checkout the workers run from (default: this one)")
     deploy.add_argument("--config", action="append", default=[], help="configs/pipeline.yaml override, repeatable")
     deploy.set_defaults(func=_deploy)

@@ -17,6 +17,7 @@ class CellReport:
     run_dir: str
     steps: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    worker: str | None = None  # where its flow run ran (a work pool's worker), None when in the parent's process
 
     def record(self, step: str, status: str, error: str | None = None) -> None:
         self.steps[step] = status
@@ -65,6 +66,14 @@ class PipelineReport:
             "dvc_recorded": self.recorded,
             "dvc_error": self.dvc_error,
         }
+
+
+class CellFailed(RuntimeError):
+    """Raised at the end of a cell's flow run in which a step failed (its report says which)."""
+
+    def __init__(self, report: CellReport) -> None:
+        self.report = report
+        super().__init__(f"{report.cell_id}: {report.error}")
 
 
 class PipelineFailed(RuntimeError):
@@ -117,7 +126,16 @@ def format_report(report: PipelineReport) -> str:
 
     from corewarding.demo import plain_table
 
-    header = ["cell", *CELL_STEPS, "mean reward", "label acc", "val acc", "evaluation"]
+    workers = any(cell.worker for cell in report.cells)
+    header = [
+        "cell",
+        *CELL_STEPS,
+        "mean reward",
+        "label acc",
+        "val acc",
+        "evaluation",
+        *(["worker"] if workers else []),
+    ]
     body = []
     for cell in report.cells:
         train = _training_summary(Path(cell.run_dir))
@@ -127,6 +145,7 @@ def format_report(report: PipelineReport) -> str:
             [cell.cell_id, *(cell.steps.get(s, "-") for s in CELL_STEPS)]
             + [fmt(train.get(k)) for k in ("mean reward", "label acc", "val acc")]
             + [shown]
+            + ([cell.worker or "-"] if workers else [])
         )
     lines = [plain_table(header, body)]
     for cell in report.failed:
@@ -134,3 +153,29 @@ def format_report(report: PipelineReport) -> str:
     if report.dvc_error:
         lines.append(f"FAILED recording the DVC stages: {report.dvc_error}")
     return "\n".join(lines)
+
+
+def cell_markdown(cell: CellReport) -> str:
+    """The cell's steps, training means and evaluation metrics as a markdown table (the Prefect UI's artifact)."""
+    import pandas as pd
+
+    run_dir = Path(cell.run_dir)
+    lines = [f"### {cell.cell_id}", "", "| | |", "|---|---|"]
+    lines += [f"| {step} | {status} |" for step, status in cell.steps.items()]
+    lines += [f"| {name} | {value:.4f} |" for name, value in _training_summary(run_dir).items() if value is not None]
+    if cell.error:
+        lines.append(f"| error | {cell.error.replace('|', '/')[:300]} |")
+    path = run_dir / "eval" / "metrics.parquet"
+    if path.is_file():
+        frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"]).dropna(
+            subset=["step"]
+        )
+        if not frame.empty:
+            newest = frame[frame["step"] == frame["step"].max()]
+            step = int(newest["step"].iloc[0])
+            lines += ["", f"Evaluation at step {step}:", "", "| benchmark | checker | metric | value |"]
+            lines.append("|---|---|---|---|")
+            lines += [
+                f"| {r.benchmark} | {r.checker} | {r.metric} | {r.value:.4f} |" for r in newest.itertuples(index=False)
+            ]
+    return "\n".join(lines) + "\n"

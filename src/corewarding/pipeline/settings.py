@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config
 from corewarding.pipeline.cells import Selection
@@ -27,8 +27,13 @@ class PipelineSettings:
     force_evaluate: bool
     results_db: Path
     data_dir: Path
-    gpu_tag: str
-    gpu_concurrency: int
+    work_pool: str | None  # None: cells run in this process; else one flow run per cell on this pool
+    max_attempts: int
+    lease_timeout_s: float
+    poll_s: float
+    store_url: str | None
+    store_dvc_remote: str | None
+    sync_interval_s: float
     retries_network: int
     retries_io: int
     retry_delay_s: float
@@ -52,6 +57,18 @@ def _strings(value: object, key: str) -> tuple[str, ...]:
     return items
 
 
+def _check_positive(cfg: DictConfig, keys: Sequence[str]) -> None:
+    for key in keys:
+        value = OmegaConf.select(cfg, key)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{key}={value!r}: must be a number > 0")
+
+
+def _optional(value: object) -> str | None:
+    """A configured name or URL; null and the empty string mean none."""
+    return str(value) if value not in (None, "") else None
+
+
 def load_settings(
     config: Sequence[str] = (),
     *,
@@ -65,6 +82,7 @@ def load_settings(
     eval_overrides: Sequence[str] | None = None,
     push: bool | None = None,
     force_evaluate: bool | None = None,
+    work_pool: str | None = None,
 ) -> PipelineSettings:
     """Compose ``configs/pipeline.yaml`` with ``config`` overrides; the keyword arguments, when given, win."""
     cfg = compose_config(config, config_name="pipeline")
@@ -73,8 +91,7 @@ def load_settings(
     unknown = [s for s in chosen_steps if s not in STEPS]
     if unknown or not chosen_steps:
         raise ConfigError(f"steps={list(chosen_steps)}: each must be one of {', '.join(STEPS)}")
-    if int(cfg.gpu.concurrency) < 1:
-        raise ConfigError(f"gpu.concurrency={cfg.gpu.concurrency!r}: must be >= 1")
+    _check_positive(cfg, ("cells.max_attempts", "cells.lease_timeout_s", "cells.poll_s", "store.sync_interval_s"))
     if str(cfg.publish.steps) not in ("last", "all"):
         raise ConfigError(f"publish.steps={cfg.publish.steps!r}: must be last or all")
     train_overrides = _strings(overrides, "overrides")
@@ -83,6 +100,13 @@ def load_settings(
         raise ConfigError(
             f"overrides {moved}: the data stages (dvc.yaml) write to the default data and artifacts folders; "
             "run without the data step (steps without 'data') to train on files kept elsewhere"
+        )
+    if _optional(work_pool if work_pool is not None else cfg.work_pool) and not (
+        _optional(cfg.store.url) or _optional(cfg.store.dvc_remote)
+    ):
+        raise ConfigError(
+            "work_pool: cells on a work pool need a shared store (store.url or store.dvc_remote): "
+            "their run folders reach this machine through it"
         )
     selection = Selection(
         matrix=str(matrix or cfg.matrix),
@@ -99,8 +123,13 @@ def load_settings(
         force_evaluate=bool(cfg.force_evaluate if force_evaluate is None else force_evaluate),
         results_db=Path(str(cfg.results_db)) if cfg.results_db else default_db(),
         data_dir=Path(str(cfg.paths.data_dir)),
-        gpu_tag=str(cfg.gpu.tag),
-        gpu_concurrency=int(cfg.gpu.concurrency),
+        work_pool=_optional(work_pool if work_pool is not None else cfg.work_pool),
+        max_attempts=int(cfg.cells.max_attempts),
+        lease_timeout_s=float(cfg.cells.lease_timeout_s),
+        poll_s=float(cfg.cells.poll_s),
+        store_url=_optional(cfg.store.url),
+        store_dvc_remote=_optional(cfg.store.dvc_remote),
+        sync_interval_s=float(cfg.store.sync_interval_s),
         retries_network=int(cfg.retries.network),
         retries_io=int(cfg.retries.io),
         retry_delay_s=float(cfg.retries.delay_s),
@@ -118,9 +147,12 @@ def io_retries(settings: PipelineSettings) -> dict[str, float]:
 
 
 def should_record(settings: PipelineSettings, root: Path) -> bool:
-    """Whether this run records its cells' stages in DVC: asked for, in a DVC repository, training or evaluating."""
+    """Whether this run records its cells' stages in DVC: asked for, in a DVC repository, training or evaluating,
+    with the cells run in this checkout (not on a work pool)."""
     from corewarding.pipeline.dvc import is_dvc_repo
 
+    if settings.work_pool:  # the run folders are on the workers and in the store, not in this checkout
+        return False
     return settings.record_dvc and is_dvc_repo(root) and bool({"train", "evaluate"} & set(settings.steps))
 
 

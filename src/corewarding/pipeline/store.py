@@ -146,6 +146,36 @@ class ArtifactStore:
             self._digests[path] = cached
         return stat.st_size, cached[1]
 
+    # --- any file under the store (data files shared by the parent, cell reports) -------------------------------
+    def _path(self, rel: str) -> str:
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise StoreError(f"artifact store {self.url}: {rel!r} is not a path inside the store")
+        return f"{self.root}/{rel}"
+
+    def read_bytes(self, rel: str) -> bytes | None:
+        """The content of ``<url>/<rel>``, or None when absent."""
+        return self._cat(self._path(rel))
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write ``<url>/<rel>`` atomically."""
+        self._put(data, self._path(rel))
+
+    def upload(self, local: Path, rel: str) -> None:
+        """Copy a local file to ``<url>/<rel>`` atomically."""
+        self._put(Path(local), self._path(rel))
+
+    def download(self, rel: str, local: Path) -> None:
+        """Copy ``<url>/<rel>`` to a local file through a temporary name beside it."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f".{local.name}.tmp-{uuid.uuid4().hex[:8]}")
+        try:
+            self.fs.get_file(self._path(rel), str(tmp))
+            os.replace(tmp, local)
+        except FileNotFoundError as exc:
+            raise StoreError(f"artifact store {self.url}: no file {rel}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
     def has_run(self, cell_id: str) -> bool:
         """Whether a push of this cell has completed at least once (its manifest exists)."""
         try:

@@ -1,0 +1,99 @@
+"""Orchestration overhead of the work-pool pipeline, and its speed-up with two workers (issue 13).
+
+Runs the demo matrix on a real Prefect server with process workers started from their own checkouts and a local
+shared store, once with one worker and once with two, in fresh copies of the project. Reports the wall time of
+each, the time spent in training and evaluation (the train/evaluate task runs), and the per-cell overhead:
+(wall - data step - training - evaluation) / cells with one worker, where cells run one after another.
+
+    .venv/bin/python benchmarks/orchestration_perf.py        # about 6 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support.prefect_server import kill_tree, prefect_server  # noqa: E402
+from tests.support.repo import clone_project  # noqa: E402
+
+BIN = Path(sys.executable).parent
+log = logging.getLogger("orchestration_perf")
+
+
+def _task_seconds(env: dict[str, str]) -> dict[str, float]:
+    """Total run time of the train/evaluate/data task runs on the server, by task name."""
+    script = """
+import json
+from prefect import get_client
+with get_client(sync_client=True) as client:
+    runs = client.read_task_runs(limit=500)
+totals = {}
+for r in runs:
+    name = r.name.split(" ")[0].split("-")[0] if " " in r.name else r.name.rsplit("-", 1)[0]
+    totals[name] = totals.get(name, 0.0) + r.total_run_time.total_seconds()
+print(json.dumps(totals))
+"""
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def measure(n_workers: int, root: Path) -> dict[str, float]:
+    """One demo run on ``n_workers`` workers; returns its wall time and the task times."""
+    parent = clone_project(root / "parent")
+    (root / "home").mkdir()
+    with prefect_server(root / "home") as env:
+        subprocess.run([str(BIN / "corewarding"), "deploy", "--work-pool", "bench", "--root", str(parent)],
+                       env=env, cwd=parent, check=True, capture_output=True)  # fmt: skip
+        workers = []
+        for i in range(n_workers):
+            checkout = clone_project(root / f"w{i}")
+            workers.append(subprocess.Popen(
+                [str(BIN / "prefect"), "worker", "start", "--pool", "bench", "--limit", "1"],
+                env={**env, "COREWARDING_ROOT": str(checkout)}, cwd=checkout, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            ))  # fmt: skip
+        try:
+            started = time.perf_counter()
+            subprocess.run(
+                [str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--work-pool", "bench",
+                 "--config", f"store.url={root / 'store'}", "--config", "cells.poll_s=0.5"],
+                env=env, cwd=parent, check=True, capture_output=True,
+            )  # fmt: skip
+            wall = time.perf_counter() - started
+            tasks = _task_seconds(env)
+        finally:
+            for proc in workers:
+                kill_tree(proc.pid)
+    return {"wall_s": wall, **{f"{k}_s": v for k, v in tasks.items()}}
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    results = {}
+    for n in (1, 2):
+        with tempfile.TemporaryDirectory(prefix=f"orch{n}-") as tmp:
+            results[n] = measure(n, Path(tmp))
+            log.info("%d worker(s): %s", n, json.dumps({k: round(v, 1) for k, v in results[n].items()}))
+    one = results[1]
+    work = one.get("train_s", 0.0) + one.get("evaluate_s", 0.0) + one.get("reproduce_s", 0.0)
+    overhead = (one["wall_s"] - work) / 6
+    log.info("machine: %s, %d cores", platform.processor() or platform.machine(), os.cpu_count() or 0)
+    log.info("one worker: wall %.1f s, of which training+evaluation+data %.1f s", one["wall_s"], work)
+    log.info("orchestration overhead per cell: %.1f s (target < 10 s)", overhead)
+    log.info("two workers: wall %.1f s = %.2fx of one worker's (target <= 0.6x)",
+             results[2]["wall_s"], results[2]["wall_s"] / one["wall_s"])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""One cell's flow run: train, evaluate every saved step, publish, named after the cell.
+
+Run in the parent's process (no work pool) or by a work pool's worker (``corewarding-cell/<pool>`` deployment). With
+a shared store, it first fetches the cell's data and run folder (an interrupted run resumes from the newest
+checkpoint in the store), keeps a lease and pushes each new checkpoint while it works, and pushes the run folder
+and its report at the end, whatever happened. The Prefect UI shows the cell's metrics as a markdown artifact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from prefect.runtime import flow_run
+
+from corewarding.pipeline import sharing
+from corewarding.pipeline.cells import plan_cell
+from corewarding.pipeline.jobs import CellJob
+from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
+from flows import tasks
+
+
+def _artifact_key(cell_id: str) -> str:
+    """Prefect artifact keys take lowercase letters, digits and dashes."""
+    return "cell-" + "".join(c if c.isalnum() else "-" for c in cell_id.lower())
+
+
+@flow(name="corewarding-cell", flow_run_name="{cell_id}")
+def cell(cell_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    """Train, evaluate and publish one cell; raises CellFailed (the run fails, naming the step) when a step failed."""
+    spec = CellJob.from_parameters({**job, "cell_id": cell_id})
+    store = sharing.open_store(spec.store_url) if spec.store_url else None
+    report = CellReport(cell_id, "", worker=sharing.worker_name())
+    holder = {"worker": report.worker, "flow_run_id": str(flow_run.get_id())}
+    with contextlib.ExitStack() as stack:
+        if store is not None:  # first: the parent sees this run alive from its start
+            stack.enter_context(sharing.LeaseKeeper(store, cell_id, holder, spec.sync_interval_s))
+        plan = plan_cell(spec.matrix, cell_id, spec.overrides)
+        report.run_dir = str(plan.run_dir)
+        if store is not None:
+            fetched = tasks.fetch.with_options(task_run_name=f"fetch {cell_id}")(spec, return_state=True)
+            status, _, error = tasks.outcome(fetched)
+            stack.callback(sharing.write_cell_report, store, report)  # last: the parent reads it when the run ends
+            if status == "failed":
+                report.record("fetch", status, error)  # nothing local is pushed over the store's newer files
+            else:  # each new checkpoint while it works, the run folder at the end, whatever happened
+                stack.enter_context(sharing.syncing(store, cell_id, plan.run_dir, holder, spec.sync_interval_s))
+        for step in spec.steps:
+            if report.failed:
+                report.record(step, "not run")
+                continue
+            status, _, error = tasks.outcome(tasks.run_step(step, spec))
+            report.record(step, status, error)
+    create_markdown_artifact(markdown=cell_markdown(report), key=_artifact_key(cell_id), description=f"cell {cell_id}")
+    if report.failed:
+        raise CellFailed(report)
+    return report.__dict__

@@ -1,0 +1,33 @@
+"""Where a work pool's worker runs a cell: its own checkout of the project (each GPU machine has one).
+
+The ``corewarding-cell`` deployments carry :func:`enter_checkout` as their pull step instead of the deploying
+machine's path, so the same deployment runs from whichever checkout the worker was started in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ROOT_VARIABLE = "COREWARDING_ROOT"
+PULL_STEP = "corewarding.pipeline.worker.enter_checkout"
+
+
+def checkout_root() -> Path:
+    """``$COREWARDING_ROOT``, else the checkout this package is installed from (``pip install -e .``)."""
+    configured = os.environ.get(ROOT_VARIABLE)
+    root = Path(configured) if configured else Path(__file__).resolve().parents[3]
+    if not (root / "flows" / "cell.py").is_file():
+        raise FileNotFoundError(f"{root}: not a corewarding checkout (no flows/cell.py); set {ROOT_VARIABLE}")
+    return root
+
+
+def enter_checkout() -> dict[str, str]:
+    """Prefect pull step: work in this machine's checkout; returns it as the step's output."""
+    root = checkout_root()
+    os.chdir(root)
+    log.info("cell run in checkout %s", root)
+    return {"directory": str(root)}

@@ -1,0 +1,134 @@
+"""The matrix across machines: a real Prefect server, two process workers started from two separate checkouts (two
+"machines"), a local DVC remote as the shared store, and the demo matrix run from a third checkout. Each worker runs
+some cells; the parent ingests all six. One worker is killed (SIGKILL, with its flow run) mid-training: its cell is
+started again on the other worker, resumes from the checkpoint in the store, and ends with the same per-step
+metrics as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.support.prefect_server import kill_tree, prefect_server
+from tests.support.repo import clone_project, dvc_bin, run_dvc
+
+BIN = Path(sys.executable).parent
+CELLS = [f"{m}__tiny__tiny" for m in
+         ("gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")]  # fmt: skip
+LONGER = ["schedule.total_steps=16"]  # long enough to be killed between two checkpoints
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:
+    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture
+def machines(tmp_path: Path) -> Iterator[dict[str, object]]:
+    """A server, the parent's checkout (with the DVC remote) and two worker checkouts, each with its worker."""
+    if not dvc_bin().exists():
+        pytest.skip("dvc is not installed in this environment")
+    parent = clone_project(tmp_path / "parent")
+    run_dvc(parent, "remote", "add", "shared", str(tmp_path / "remote"))
+    (tmp_path / "server-home").mkdir()
+    with prefect_server(tmp_path / "server-home") as env:
+        _run([str(BIN / "corewarding"), "deploy", "--work-pool", "cpu-pool", "--root", str(parent)], env, parent)
+        workers: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for name in ("w1", "w2"):
+                checkout = clone_project(tmp_path / name)
+                log = (tmp_path / f"{name}.log").open("w")
+                workers[name] = subprocess.Popen(
+                    [str(BIN / "prefect"), "worker", "start", "--pool", "cpu-pool", "--limit", "1", "--name", name],
+                    env={**env, "COREWARDING_ROOT": str(checkout), "COREWARDING_WORKER": name},
+                    cwd=checkout, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )  # fmt: skip
+            yield {"env": env, "parent": parent, "workers": workers, "store": tmp_path / "remote" / "corewarding"}
+        finally:
+            for proc in workers.values():
+                kill_tree(proc.pid)
+
+
+def _lease(store: Path, cell_id: str) -> dict[str, object]:
+    try:
+        return dict(json.loads((store / "leases" / f"{cell_id}.json").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _victim(store: Path, worker: str) -> str | None:
+    """A cell that ``worker`` is training, with a checkpoint already in the store but not its last one."""
+    for cell_id in CELLS:
+        run = store / "runs" / cell_id
+        latest = run / "checkpoints" / "latest"
+        if _lease(store, cell_id).get("worker") == worker and latest.is_file() and not (run / "eval").exists():
+            step = int(latest.read_text().strip().rsplit("_", 1)[1])
+            if step in (4, 8):
+                return cell_id
+    return None
+
+
+def _metrics(run: Path) -> list[dict[str, object]]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k != "step_seconds"} for row in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_other(
+    machines: dict[str, object],
+) -> None:
+    env, parent, store = machines["env"], machines["parent"], machines["store"]
+    workers: dict[str, subprocess.Popen[bytes]] = machines["workers"]  # type: ignore[assignment]
+    assert isinstance(env, dict) and isinstance(parent, Path) and isinstance(store, Path)
+    command = [
+        str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--work-pool", "cpu-pool", "--json",
+        "--config", "store.dvc_remote=shared", "--config", "store.sync_interval_s=0.5",
+        "--config", "cells.lease_timeout_s=12", "--config", "cells.poll_s=0.5", *LONGER,
+    ]  # fmt: skip
+    started = time.monotonic()
+    run = subprocess.Popen(command, env=env, cwd=parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    victim = None
+    while victim is None and run.poll() is None and time.monotonic() - started < 400:
+        victim = _victim(store, "w1")
+        time.sleep(0.2)
+    assert victim is not None, "worker w1 never trained a cell past its first checkpoint"
+    kill_tree(workers["w1"].pid)  # the machine dies: worker and its flow run
+
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, out[-3000:] + err[-5000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    by_cell = {c["cell_id"]: c for c in report["cells"]}
+    assert sorted(by_cell) == sorted(CELLS)
+    for cell in by_cell.values():
+        assert cell["steps"] == {"train": "done", "evaluate": "done", "publish": "done", "ingest": "done"}, cell
+    ran_on = {c: by_cell[c]["worker"] for c in CELLS}
+    assert ran_on[victim] == "w2"  # started again on the worker still alive
+    assert "w1" in ran_on.values()  # w1 finished some cells before it died
+    (parent / "worker_table.txt").write_text("\n".join(f"{c}\t{w}" for c, w in ran_on.items()) + "\n")
+    print("which worker ran which cell:", json.dumps(ran_on, indent=1), file=sys.stderr)
+
+    # The parent is the one writer of the DuckDB store: every cell once, evaluated at every saved step.
+    with duckdb.connect(str(parent / "results/results.duckdb"), read_only=True) as con:
+        runs = con.execute("SELECT cell_id, status FROM runs ORDER BY cell_id").fetchall()
+        steps = con.execute("SELECT count(DISTINCT step) FROM eval_metrics WHERE cell_id = ?", [victim]).fetchone()
+    assert runs == [(c, "finished") for c in sorted(CELLS)]
+    assert steps == (4,)  # steps 4, 8, 12, 16
+
+    # The resumed cell's per-step metrics are those of an uninterrupted run of it.
+    reference = parent / "reference"
+    _run([str(BIN / "corewarding"), "cell", "train", victim, "--matrix", "demo", *LONGER,
+          f"paths.runs_dir={reference}"], env, parent)  # fmt: skip
+    assert _metrics(store / "runs" / victim) == _metrics(reference / victim)
+    assert _metrics(parent / "runs" / victim) == _metrics(reference / victim)
+    shutil.rmtree(reference)

@@ -1,0 +1,57 @@
+"""A real Prefect server on 127.0.0.1 for a test, with its own home; process trees killed like a dead machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import psutil
+
+from tests.support.net import free_port, wait_healthy
+
+BIN = Path(sys.executable).parent
+
+
+@contextmanager
+def prefect_server(home: Path) -> Iterator[dict[str, str]]:
+    """``prefect server start`` with its own home; yields the environment that points at it."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    log = (home / "server.log").open("w")
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/api/health", proc, (home / "server.log").read_text)
+        yield env
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[int]:
+    """Signal a process and every descendant (as a machine that dies takes all of them); returns their PIDs."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return []
+    procs = [root, *root.children(recursive=True)]
+    for proc in procs:
+        with suppress(psutil.NoSuchProcess):
+            proc.send_signal(sig)
+    psutil.wait_procs(procs, timeout=10)
+    return [p.pid for p in procs]
