@@ -96,7 +96,7 @@ def test_sigint_and_sigterm_at_random_moments_stop_cleanly_and_the_next_run_fini
     started = time.monotonic()
     done = subprocess.run(COMMAND, cwd=clone, env=_env(clone), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"matrix"')))
     assert report["cells"][0]["steps"]["train"] in ("done", "skipped") and report["failed"] == []
     assert time.monotonic() - started < 300
 

@@ -45,7 +45,8 @@ class CellJob:
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"cell job: unknown key(s) {', '.join(sorted(unknown))}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+        plain: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        return cls(**plain)
 
 
 def cell_job(plan: CellPlan, settings: PipelineSettings, store_url: str | None) -> CellJob:
