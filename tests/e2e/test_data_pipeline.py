@@ -97,3 +97,34 @@ def test_dvc_repro_of_the_tiny_set_then_noop_then_only_rephrase_reruns(tmp_path:
     assert "Running stage 'rephrase@tiny'" in rerun and "Running stage 'prepare@tiny'" not in rerun
     report = json.loads((clone / "data/tiny/train_rephrased.quality.json").read_text())
     assert report["generations"] == 64 * 2
+
+
+@pytest.mark.slow
+def test_dvc_prepare_reads_a_local_file_and_a_failed_rerun_keeps_the_good_output(tmp_path: Path) -> None:
+    if not dvc_bin().exists():
+        pytest.skip("dvc is not installed in this environment")
+    clone = clone_project(tmp_path)
+    source = tmp_path / "math500.jsonl"
+    rows = [{"problem": f"What is {i} + {i}?", "answer": str(2 * i), "level": 1, "subject": "Algebra",
+             "unique_id": f"test/algebra/{i}.json"} for i in range(5)]  # fmt: skip
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    config = clone / "configs/datasource/math500.yaml"
+    original = config.read_text()
+    local = original.replace("local_file: null", f"local_file: {source}").replace(
+        "tokenizer: Qwen/Qwen2.5-3B", "tokenizer: null"
+    )
+    config.write_text(local)
+
+    # Offline from a local copy: the stage reads the file named in its params, no Hub.
+    run_dvc(clone, "repro", "prepare@math500")
+    output = clone / "data/math500/test.parquet"
+    prepared = output.read_bytes()
+    assert len(pq.read_table(output)) == 5
+
+    # A rerun that fails (the local file is gone) ends nonzero and leaves the earlier output as it was.
+    config.write_text(local.replace(str(source), str(tmp_path / "missing.jsonl")))
+    env = {**os.environ, "PATH": f"{dvc_bin().parent}:{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1"}
+    failed = subprocess.run([str(dvc_bin()), "repro", "prepare@math500"], cwd=clone, env=env, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert failed.returncode != 0 and "missing.jsonl" in failed.stdout + failed.stderr
+    assert output.read_bytes() == prepared
