@@ -99,6 +99,10 @@ def test_sigint_and_sigterm_at_random_moments_stop_cleanly_and_the_next_run_fini
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"matrix"')))
     assert report["cells"][0]["steps"]["train"] in ("done", "skipped") and report["failed"] == []
     assert time.monotonic() - started < 300
+    # It recorded the cell's stages in DVC without changing a tracked file (dvc.lock is the checkout's own).
+    tracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=clone, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    assert tracked == "" and f"train@{CELL}:" in (clone / "dvc.lock").read_text()
 
 
 @pytest.mark.slow

@@ -12,13 +12,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def clone_project(tmp_path: Path) -> Path:
-    """Copy the working tree's tracked and unignored files into a fresh git repository."""
+    """Copy the working tree's tracked and unignored files into a fresh git repository.
+
+    Not ``dvc.lock``: it is the checkout's own record of what it ran (untracked), and a test builds its own.
+    """
     listing = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
     )
     clone = tmp_path / "clone"
     for name in filter(None, listing.stdout.decode().split("\0")):
-        if (REPO / name).is_file():
+        if (REPO / name).is_file() and name != "dvc.lock":
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, clone / name)
     for cmd in (
