@@ -124,7 +124,9 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
     # The parent is the one writer of the DuckDB store: every cell once, evaluated at every saved step.
     with duckdb.connect(str(parent / "results/results.duckdb"), read_only=True) as con:
         runs = con.execute("SELECT cell_id, status FROM runs ORDER BY cell_id").fetchall()
-        steps = con.execute("SELECT count(DISTINCT step) FROM eval_metrics WHERE cell_id = ?", [victim]).fetchone()
+        steps = con.execute(
+            "SELECT count(DISTINCT step) FROM eval_metrics JOIN runs USING (run_id) WHERE cell_id = ?", [victim]
+        ).fetchone()
     assert runs == [(c, "finished") for c in sorted(CELLS)]
     assert steps == (3,)  # steps 4, 8, 12
 
