@@ -118,8 +118,9 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
     ran_on = {c: by_cell[c]["worker"] for c in CELLS}
     assert ran_on[victim] == "w2"  # started again on the worker still alive
     assert "w1" in ran_on.values()  # w1 finished some cells before it died
-    (parent / "worker_table.txt").write_text("\n".join(f"{c}\t{w}" for c, w in ran_on.items()) + "\n")
-    print("which worker ran which cell:", json.dumps(ran_on, indent=1), file=sys.stderr)
+    table = "".join(f"{c}\t{w}{'  (first on w1, killed there)' if c == victim else ''}\n" for c, w in ran_on.items())
+    (parent / "worker_table.txt").write_text(table)
+    print("which worker ran which cell:\n" + table, file=sys.stderr)
 
     # The parent is the one writer of the DuckDB store: every cell once, evaluated at every saved step.
     with duckdb.connect(str(parent / "results/results.duckdb"), read_only=True) as con:
