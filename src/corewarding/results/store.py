@@ -40,7 +40,7 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
 
 # A reader touches nothing but the store: no COPY TO, no read_csv('/etc/passwd'), no ATTACH, no extensions to
 # install; the setting is locked so that SQL cannot turn it back on. The store's own file is still read.
-SANDBOX = {"enable_external_access": False, "lock_configuration": True}
+SANDBOX: dict[str, str | bool | int | float | list[str]] = {"enable_external_access": False, "lock_configuration": True}
 
 
 def _open(path: Path, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnection:
