@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from corewarding.results import store
@@ -114,3 +115,25 @@ def test_queries_on_the_synthetic_store(synthetic_store: Path) -> None:
     assert len(dropped) == by_reason["no_boxed_answer"] and set(dropped["reason"]) == {"no_boxed_answer"}
     assert counts["count"].sum() == 7500
     assert tables == ["Table 1", "Table 2", "Table 3", "Table 7", "Table 8"]
+
+
+def test_the_dashboard_connection_reaches_no_file_but_the_store(hand_store: Path, tmp_path: Path) -> None:
+    """The dashboard reads through store.reader only (test_pages checks); its SQL can neither write nor read files."""
+    written = tmp_path / "out.csv"
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a,b\n1,2\n")
+    with store.reader(hand_store) as con:
+        with pytest.raises(duckdb.PermissionException):
+            con.execute(f"COPY runs TO '{written}' (HEADER)")
+        with pytest.raises(duckdb.PermissionException):
+            con.execute(f"SELECT * FROM read_csv('{secret}')").fetchall()
+        with pytest.raises(duckdb.PermissionException):
+            con.execute(f"ATTACH '{tmp_path / 'other.duckdb'}' AS other")
+        with pytest.raises(duckdb.InvalidInputException, match="locked"):
+            con.execute("SET enable_external_access = true")
+        with pytest.raises(duckdb.PermissionException):  # still refused after the attempt
+            con.execute(f"SELECT * FROM read_csv('{secret}')").fetchall()
+        runs = queries.runs(con)
+        curves = queries.training_curves(con, list(runs["run_id"]), ["reward_mean"])
+    assert not written.exists() and not (tmp_path / "other.duckdb").exists()
+    assert len(runs) == 2 and len(curves) == 5  # the queries still read the store (4 + 1 reward_mean rows)

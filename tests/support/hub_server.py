@@ -7,8 +7,9 @@ arrives base64-encoded in the NDJSON commit body. Preupload answers each path's 
 which is how the client drops unchanged files and skips an empty commit.
 
 Faults can be injected: the next N requests whose path matches a pattern answer a status (500, 404, ...) or have
-their connection closed without a response. Requests are recorded (method, path, status, whether a token was
-sent); the Authorization header's value is never stored.
+their connection closed without a response, either unhandled or after the server applied them (a lost reply).
+Requests are recorded (method, path, status, whether a token was sent); the Authorization header's value is never
+stored.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Fault:
     pattern: re.Pattern[str]
     remaining: int
     status: int | None  # None: drop the connection
+    applied: bool = False  # handle the request first, then fail (the reply is lost, not the request)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,12 @@ class FakeHub:
         """The next ``count`` requests whose path matches ``pattern`` get their connection closed, unanswered."""
         with self.lock:
             self.faults.append(Fault(re.compile(pattern), count, None))
+
+    def lose_reply_next(self, pattern: str, count: int = 1, status: int | None = None) -> None:
+        """The next ``count`` matching requests are applied, then answered ``status`` with no body, or (None) their
+        connection is closed unanswered: what a client sees when the server did the work but the reply was lost."""
+        with self.lock:
+            self.faults.append(Fault(re.compile(pattern), count, status, applied=True))
 
     def requests_to(self, pattern: str, method: str | None = None) -> list[Request]:
         with self.lock:
@@ -179,11 +187,11 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         authenticated = bool(self.headers.get("Authorization"))
         fault = hub.take_fault(url.path)
-        if fault is not None and fault.status is None:
+        if fault is not None and fault.status is None and not fault.applied:
             hub.record(method, url.path, None, authenticated)
             self.close_connection = True
             return  # the socket closes with nothing written
-        if fault is not None:
+        if fault is not None and not fault.applied:
             status, headers, payload = fault.status, {}, {"error": f"injected {fault.status}"}
         elif not hub.authorised(self.headers.get("Authorization")):
             status, headers = 401, {"X-Error-Message": "Invalid credentials in Authorization header"}
@@ -195,6 +203,12 @@ class Handler(BaseHTTPRequestHandler):
             except HubError as err:
                 status, payload = err.status, {"error": err.message, **err.extra}
                 headers = {"X-Error-Code": err.code} if err.code else {}
+        if fault is not None:  # applied: the reply is replaced by a bare status or by nothing
+            hub.record(method, url.path, fault.status, authenticated)
+            self.close_connection = fault.status is None
+            if fault.status is not None:
+                self._answer(fault.status, {}, b"", head=method == "HEAD")
+            return
         hub.record(method, url.path, status, authenticated)
         self._answer(int(status or 500), headers, payload, head=method == "HEAD")
 

@@ -5,20 +5,26 @@ files that did not change; when none changed it makes no commit and answers the 
 unchanged folder again changes nothing. The repo mirrors the folder: remote files the folder no longer has are
 deleted in the same commit (``.gitattributes`` excepted), and hidden bookkeeping files are never uploaded.
 
+A commit the Hub applied but whose answer was lost is not made again: each commit names its parent, so the client's
+own re-sent POST is refused (412) instead of adding an empty commit, and before any retry the branch head is compared
+with the folder (paths, sizes, git blob or LFS sha256 ids); when it already holds the folder, that head is the result.
+
 The token comes from the environment (``HF_TOKEN``) or the Hugging Face cache (``hf auth login``), through
 ``huggingface_hub.get_token()``; it is handed to the client only, never logged, printed or written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from huggingface_hub import CommitInfo, HfApi, constants, get_token
+from huggingface_hub import CommitInfo, HfApi, RepoFile, constants, get_token
+from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
 from corewarding.hub.errors import PublishInputError, PushError
 from corewarding.hub.retry import with_retries
@@ -29,6 +35,8 @@ T = TypeVar("T")
 
 IGNORE_PATTERNS = [".*", "*/.*"]  # hidden bookkeeping (.manifest.json, .pushed.json) stays local
 MIRROR = ["*"]  # remote files missing from the folder are deleted in the same commit
+KEPT = {".gitattributes"}  # remote files the mirror never deletes
+PARENT_MOVED = 412  # the Hub's answer to a commit whose parentCommit is no longer the branch head
 
 
 @dataclass(frozen=True)
@@ -87,17 +95,27 @@ def push_folder(
     api = HfApi(endpoint=url, token=secret)
     branch = revision or constants.DEFAULT_REVISION
 
-    def retried(what: str, call: Callable[[], T]) -> T:
-        return with_retries(f"{what} {repo_id}@{branch}", call, retries=retries, backoff=backoff, secret=secret)
+    def retried(what: str, call: Callable[[], T], retry_status: Collection[int] = ()) -> T:
+        where = f"{what} {repo_id}@{branch}"
+        return with_retries(where, call, retries=retries, backoff=backoff, secret=secret, retry_status=retry_status)
 
     visibility = True if private else None  # None: the Hub's default for the namespace
     retried("create repo", lambda: api.create_repo(repo_id, repo_type=repo_type, private=visibility, exist_ok=True))
     if branch != constants.DEFAULT_REVISION:
         retried("create branch", lambda: api.create_branch(repo_id, branch=branch, repo_type=repo_type, exist_ok=True))
-    before = retried("read head of", lambda: api.repo_info(repo_id, repo_type=repo_type, revision=branch).sha)
-    info = retried(
-        "upload to",
-        lambda: api.upload_folder(
+    before = retried("read head of", lambda: _head(api, repo_id, repo_type, branch))
+    tries = 0
+
+    def upload() -> str:
+        nonlocal tries
+        parent = before
+        if tries:  # the last try may have committed although its answer never came
+            parent = _head(api, repo_id, repo_type, branch)
+            if head_holds_folder(api, repo_id, repo_type, parent, folder):
+                log.info("%s@%s: head %s already holds %s; not committing again", repo_id, branch, parent, folder)
+                return parent
+        tries += 1
+        info = api.upload_folder(
             repo_id=repo_id,
             folder_path=folder,
             repo_type=repo_type,
@@ -105,13 +123,59 @@ def push_folder(
             commit_message=commit_message or f"Publish {folder.name} with corewarding",
             ignore_patterns=list(IGNORE_PATTERNS),
             delete_patterns=list(MIRROR),
-        ),
-    )
-    if not isinstance(info, CommitInfo):  # upload_folder returns a Future only with run_as_future=True
-        raise PushError(f"upload to {repo_id}@{branch}: unexpected answer {type(info).__name__}")
-    created = info.oid != before
-    log.info("%s@%s: %s %s", repo_id, branch, "new commit" if created else "unchanged, head", info.oid)
-    return PushResult(repo_id, repo_type, branch, str(info.oid), created, url)
+            parent_commit=parent,  # a re-sent commit that already landed is refused, not made twice
+        )
+        if not isinstance(info, CommitInfo):  # upload_folder returns a Future only with run_as_future=True
+            raise PushError(f"upload to {repo_id}@{branch}: unexpected answer {type(info).__name__}")
+        return str(info.oid)
+
+    commit = retried("upload to", upload, retry_status={PARENT_MOVED})  # 412: our own re-sent commit, or another's
+    created = commit != before
+    log.info("%s@%s: %s %s", repo_id, branch, "new commit" if created else "unchanged, head", commit)
+    return PushResult(repo_id, repo_type, branch, commit, created, url)
+
+
+def _head(api: HfApi, repo_id: str, repo_type: str, revision: str) -> str:
+    sha = api.repo_info(repo_id, repo_type=repo_type, revision=revision).sha
+    if not sha:
+        raise PushError(f"{repo_id}@{revision}: the Hub named no head commit")
+    return str(sha)
+
+
+def folder_files(folder: Path) -> dict[str, Path]:
+    """The files ``upload_folder`` sends from ``folder``, by their path in the repo."""
+    found = {p.relative_to(folder).as_posix(): p for p in sorted(folder.glob("**/*")) if p.is_file()}
+    kept = filter_repo_objects(found, ignore_patterns=[*IGNORE_PATTERNS, *DEFAULT_IGNORE_PATTERNS])
+    return {path: found[path] for path in kept}
+
+
+def _digest(path: Path, algorithm: str, prefix: bytes = b"") -> str:
+    digest = hashlib.new(algorithm, prefix)
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def same_content(local: Path, remote: RepoFile) -> bool:
+    """Whether a local file is the remote one: size, then the LFS sha256 or else the git blob id."""
+    size = local.stat().st_size
+    if size != remote.size:
+        return False
+    if remote.lfs is not None:
+        return _digest(local, "sha256") == remote.lfs.sha256
+    return _digest(local, "sha1", b"blob %d\0" % size) == remote.blob_id
+
+
+def head_holds_folder(api: HfApi, repo_id: str, repo_type: str, commit: str, folder: Path) -> bool:
+    """Whether the repo at ``commit`` mirrors ``folder``: the same paths (``KEPT`` aside), with the same content."""
+    tree = api.list_repo_tree(repo_id, repo_type=repo_type, revision=commit, recursive=True)
+    remote = {e.path: e for e in tree if isinstance(e, RepoFile) and e.path not in KEPT}
+    local = folder_files(folder)
+    if set(remote) != set(local):
+        return False
+    sizes_match = all(local[p].stat().st_size == remote[p].size for p in local)  # cheap, before any hashing
+    return sizes_match and all(same_content(local[p], remote[p]) for p in local)
 
 
 def remote_head(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 import httpx
@@ -74,9 +74,18 @@ def refusal(what: str, exc: BaseException, secret: str | None) -> PushError:
     return PushError(redact(message, secret))
 
 
-def with_retries(what: str, call: Callable[[], T], *, retries: int, backoff: float, secret: str | None = None) -> T:
+def with_retries(
+    what: str,
+    call: Callable[[], T],
+    *,
+    retries: int,
+    backoff: float,
+    secret: str | None = None,
+    retry_status: Collection[int] = (),
+) -> T:
     """``call()``, tried up to ``retries`` more times on a transient failure, waiting ``backoff * 2**k`` seconds.
 
+    ``retry_status``: more HTTP statuses worth another try for this call (412 for a commit on a parent that moved).
     Raises PushError naming ``what`` when the failure is not transient or the tries run out.
     """
     attempt = 0
@@ -84,7 +93,7 @@ def with_retries(what: str, call: Callable[[], T], *, retries: int, backoff: flo
         try:
             return call()
         except (HfHubHTTPError, httpx.HTTPError, OfflineModeIsEnabled, ValueError) as exc:  # ValueError: bad input
-            if not is_transient(exc):
+            if not (is_transient(exc) or status_of(exc) in retry_status):
                 raise refusal(what, exc, secret) from None
             if attempt >= retries:
                 message = f"{what}: gave up after {attempt + 1} tries; last error {describe(exc, secret)}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -71,6 +70,7 @@ def _synthetic(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
+    """Serve the dashboard: Streamlit takes over this process (exec), so it never outlives the command's PID."""
     db = _db(args).resolve()
     if not db.is_file():
         return _fail(f"no results store at {db}: run `corewarding results ingest` first")
@@ -96,10 +96,10 @@ def _dashboard(args: argparse.Namespace) -> int:
         "viewer",
     ]
     print(f"dashboard on http://{args.host}:{args.port} reading {db} (read-only); Ctrl-C stops it", flush=True)
-    try:
-        return subprocess.call(command, env={**os.environ, "COREWARDING_RESULTS_DB": str(db)})
-    except KeyboardInterrupt:
-        return 0
+    sys.stderr.flush()
+    # Streamlit replaces this process rather than running as its child: the PID a user or a supervisor holds is the
+    # server's own, so SIGTERM, SIGKILL or Ctrl-C on it stop the server; a child would outlive a killed parent.
+    os.execve(sys.executable, command, {**os.environ, "COREWARDING_RESULTS_DB": str(db)})
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -38,12 +38,18 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
     return "lock" in str(exc).lower()
 
 
+# A reader touches nothing but the store: no COPY TO, no read_csv('/etc/passwd'), no ATTACH, no extensions to
+# install; the setting is locked so that SQL cannot turn it back on. The store's own file is still read.
+SANDBOX: dict[str, str | bool | int | float | list[str]] = {"enable_external_access": False, "lock_configuration": True}
+
+
 def _open(path: Path, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + timeout
     delay = 0.02
+    config = dict(SANDBOX) if read_only else {}
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.IOException as exc:
             if not _is_lock_conflict(exc) or time.monotonic() > deadline:
                 if _is_lock_conflict(exc):
@@ -88,7 +94,7 @@ def writer(path: str | Path | None = None, timeout: float = 300.0) -> Iterator[d
 
 @contextmanager
 def reader(path: str | Path | None = None, timeout: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection (DuckDB refuses every write through it); the schema must be this code's."""
+    """A read-only connection that reaches no file but the store (see SANDBOX); the schema must be this code's."""
     db = Path(path) if path is not None else default_db()
     if not db.is_file():
         raise FileNotFoundError(f"no results store at {db}: run `corewarding results ingest` first")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
+from huggingface_hub import HfApi
 
 from corewarding.hub.errors import PushError
 from corewarding.hub.model_folder import build_model_folder
@@ -81,6 +82,29 @@ def test_dropped_connections_are_retried(built: Path, hub) -> None:
     assert result.created_commit and len(hub.state.history(REPO)) == 2  # one commit, not two
     assert [r.status for r in hub.state.requests_to("/api/repos/create")] == [None, 200]
     assert [r.status for r in hub.state.requests_to("/commit/main")] == [None, 200]
+
+
+@pytest.mark.parametrize("reply", [None, 500], ids=["dropped", "bare-500"])
+def test_a_commit_whose_reply_was_lost_is_not_made_again(built: Path, hub, token: str, reply: int | None) -> None:
+    """The Hub applies the commit but the answer never arrives (dropped, or a bare 500): no second, empty commit."""
+    hub.state.lose_reply_next("/commit/main", status=reply)
+    result = push_folder(built, REPO, **FAST)
+    commits = HfApi(endpoint=hub.url, token=token).list_repo_commits(REPO)
+    assert [c.title for c in commits] == [f"Publish {built.name} with corewarding", "initial commit"]
+    assert result.created_commit and result.commit == commits[0].commit_id
+    remote = hub.state.files(REPO)
+    assert remote.pop(".gitattributes") and remote == local_files(built)
+    # the client re-sent the commit itself; naming its parent, the copy was refused; our retry saw the folder there
+    assert [r.status for r in hub.state.requests_to("/commit/main")] == [reply, 412]
+
+
+def test_a_refused_parent_that_does_not_hold_the_folder_is_committed_on(built: Path, hub) -> None:
+    """A 412 with the folder not on the branch (another writer came first): the push goes again on the new head."""
+    hub.state.fail_next("/commit/main", status=412)
+    result = push_folder(built, REPO, **FAST)
+    assert result.created_commit and len(hub.state.history(REPO)) == 2
+    assert [r.status for r in hub.state.requests_to("/commit/main")] == [412, 200]
+    assert hub.state.files(REPO)["README.md"] == (built / "README.md").read_bytes()
 
 
 def test_retries_run_out_with_an_error_naming_the_repo(built: Path, hub) -> None:
