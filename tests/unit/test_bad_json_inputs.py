@@ -101,3 +101,25 @@ def test_rewards_score_keeps_integer_uids_of_one_type(tmp_path: Path, capsys: py
     summary = json.loads(capsys.readouterr().out)
     assert summary["groups"] == 2
     assert [json.loads(x)["uid"] for x in out.read_text().splitlines()] == [1, 1, 2]
+
+
+@pytest.mark.parametrize("method", ["gt_grpo", "majority_voting"])
+def test_all_blank_ground_truths_are_missing_and_not_accurate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str
+) -> None:
+    rows = [GOOD | {"uid": "a", "ground_truth": ""}, GOOD | {"uid": "b", "ground_truth": " \n"}]
+    code, out = _score(tmp_path, [json.dumps(r) for r in rows], method)
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["label_accuracy"] is None  # no group has a ground truth to be accurate against
+    assert summary["missing_ground_truth"] == 2
+    if method == "gt_grpo":  # nothing to compare against: no reward and no label
+        assert [(r["reward"], r["label"]) for r in map(json.loads, out.read_text().splitlines())] == [(0.0, None)] * 2
+
+
+def test_a_blank_truth_group_is_left_out_of_label_accuracy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [GOOD | {"uid": "a"}, GOOD | {"uid": "b", "response": "\\boxed{5}", "ground_truth": " "}]
+    code, _ = _score(tmp_path, [json.dumps(r) for r in rows], "majority_voting")
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["label_accuracy"] == 1.0 and summary["missing_ground_truth"] == 1
