@@ -36,8 +36,9 @@ def _matrix_list(args: argparse.Namespace) -> int:
 
 
 def _rewards_score(args: argparse.Namespace) -> int:
+    from corewarding.data.io import SourceError
     from corewarding.methods.voting import Voter, voter_from_config
-    from corewarding.rescore import InputError, score_file
+    from corewarding.rescore import score_file
 
     vote = OmegaConf.create(
         {"canonicalize": args.canonicalize, "math_verify_workers": 2, "math_verify_timeout_s": args.math_verify_timeout}
@@ -45,12 +46,12 @@ def _rewards_score(args: argparse.Namespace) -> int:
     voter: Voter = voter_from_config(vote)
     try:
         summary = score_file(args.method, Path(args.input), Path(args.output), voter)
-    except (InputError, KeyError) as exc:
+    except (SourceError, KeyError) as exc:  # rescore's InputError is a SourceError
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
     finally:
         voter.close()
-    print(json.dumps(summary))
+    print(json.dumps(summary, allow_nan=False))
     return 0
 
 

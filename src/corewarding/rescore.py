@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from corewarding import methods
+from corewarding.data.io import SourceError, atomic_path, iter_json_lines
 from corewarding.methods.base import Rollout
 from corewarding.methods.summary import summarize
 from corewarding.methods.voting import Voter
@@ -16,29 +15,34 @@ from corewarding.methods.voting import Voter
 REQUIRED_FIELDS = ("uid", "view", "response", "ground_truth")
 
 
-class InputError(ValueError):
+class InputError(SourceError):
     """A rollout file that cannot be scored; the message names the file and line."""
 
 
+def _check_uid(uid: Any, where: str, first: tuple[type, int] | None, lineno: int) -> tuple[type, int]:
+    """The uid type of the file so far; a uid that is not a string or integer, or of another type, is an error."""
+    if isinstance(uid, bool) or not isinstance(uid, str | int):
+        raise InputError(f"{where}: uid must be a string or an integer, got {type(uid).__name__}")
+    if first is None:
+        return type(uid), lineno
+    if type(uid) is not first[0]:
+        raise InputError(
+            f"{where}: uid {uid!r} is a {type(uid).__name__} but line {first[1]} has a {first[0].__name__} uid; "
+            'one file holds one uid type (1 and "1" would be merged into one group)'
+        )
+    return first
+
+
 def read_rollouts(path: Path, allowed_views: tuple[str, ...]) -> tuple[list[Rollout], list[dict[str, Any]]]:
-    """Parse and validate every line; the first bad line raises an InputError naming it."""
+    """Parse and validate every line; the first bad line raises a SourceError naming it.
+
+    NaN and ±Infinity are refused (they are not JSON and would be written back as such).
+    """
     rollouts: list[Rollout] = []
     rows: list[dict[str, Any]] = []
-    try:
-        # split on "\n" only: JSON strings may hold U+2028/U+2029/U+0085, which str.splitlines() breaks on
-        lines = [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from exc
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    uid_type: tuple[type, int] | None = None
+    for lineno, row in iter_json_lines(path, finite=True):
         where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not JSON ({exc.msg})") from exc
-        if not isinstance(row, dict):
-            raise InputError(f"{where}: expected a JSON object, got {type(row).__name__}")
         missing = [f for f in REQUIRED_FIELDS if f not in row]
         if missing:
             raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -49,23 +53,17 @@ def read_rollouts(path: Path, allowed_views: tuple[str, ...]) -> tuple[list[Roll
         truth = row["ground_truth"]
         if truth is not None and not isinstance(truth, str):
             raise InputError(f"{where}: ground_truth must be a string or null")
+        uid_type = _check_uid(row["uid"], where, uid_type, lineno)
         rollouts.append(Rollout(str(row["uid"]), row["view"], row["response"], truth))
         rows.append(row)
     return rollouts, rows
 
 
 def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write all rows or nothing: a temporary file beside ``path``, renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for row in rows:
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write all rows or nothing (a temporary file renamed into place); NaN/Infinity are never written."""
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def score_file(method: str, input_path: Path, output_path: Path, voter: Voter | None = None) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def test_rewards_score_gt_and_missing_ground_truth(tmp_path: Path, capsys: pytes
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        ([row("a", "original", "1"), "{not json"], "in.jsonl:2: not JSON"),
+        ([row("a", "original", "1"), "{not json"], "in.jsonl:2: not valid JSON"),
         (
             [row("a", "original", "1"), {"uid": "a", "view": "original", "response": "x"}],
             "in.jsonl:2: missing field",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,25 +59,75 @@ def write_json_atomic(obj: Any, path: Path) -> None:
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """Read JSON lines; a line that is not a JSON object is an error naming ``file:line``."""
-    rows: list[dict[str, Any]] = []
+def read_text(path: Path) -> str:
+    """A file's UTF-8 text; an unreadable or non-UTF-8 file is an error naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins escaped pairs, so any left is a lone one
+
+
+def _unwritable(value: Any, finite: bool) -> str | None:
+    """The first key path holding a lone surrogate (or, with ``finite``, NaN/±Infinity), and what is wrong there."""
+    stack: list[tuple[str, Any]] = [("", value)]  # iterative: a value may nest as deep as the parser allowed
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str) and _SURROGATE.search(item):
+            return f"key {where or '(top level)'!r}: a lone surrogate, which no UTF-8 file can hold"
+        if finite and isinstance(item, float) and not math.isfinite(item):
+            return f"key {where or '(top level)'!r}: {item} is not a finite number"
+        if isinstance(item, dict):
+            for key in item:
+                if _SURROGATE.search(key):
+                    return f"key {key!r}: a lone surrogate, which no UTF-8 file can hold"
+            stack.extend((f"{where}.{k}" if where else k, v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: bool = False) -> Any:
+    """Parse the JSON of ``path`` (its line ``line``, when given); every problem is a SourceError naming file:line.
+
+    Besides bad syntax: nesting deeper than the parser's recursion limit, an integer longer than Python's digit limit,
+    a lone surrogate escape (no UTF-8 output can hold it) and, with ``finite``, NaN or ±Infinity (naming the key).
+    """
+    where = f"{path}:{line}" if line is not None else str(path)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"{path}:{line or exc.lineno}: not valid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise SourceError(f"{where}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # int(): more digits than sys.get_int_max_str_digits()
+        limit = sys.get_int_max_str_digits()
+        raise SourceError(f"{where}: not valid JSON (an integer longer than {limit} digits)") from exc
+    problem = _unwritable(value, finite)
+    if problem:
+        raise SourceError(f"{where}: {problem}")
+    return value
+
+
+def iter_json_lines(path: Path, *, finite: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line; a line that is not a usable JSON object is an error naming it."""
     # split on "\n" only: JSON strings may hold U+2028 and the like, which str.splitlines() breaks on
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        value = parse_json(line, path, number, finite=finite)
         if not isinstance(value, dict):
             raise SourceError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
-        rows.append(value)
-    return rows
+        yield number, value
+
+
+def read_json_lines(path: Path, *, finite: bool = False) -> list[dict[str, Any]]:
+    """Read JSON lines; a line that is not a JSON object is an error naming ``file:line``."""
+    return [row for _, row in iter_json_lines(path, finite=finite)]
 
 
 VERL_COLUMNS = ("prompt", "reward_model")

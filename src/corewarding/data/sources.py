@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from corewarding.data.io import SourceError, read_json_lines
+from corewarding.data.io import SourceError, parse_json, read_json_lines, read_text
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +25,7 @@ def columns_of(records: Records) -> list[str]:
 
 
 def _read_json_list(path: Path) -> Records:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    value = parse_json(read_text(path), path)
     if not isinstance(value, list):
         raise SourceError(f"{path}: expected a JSON list of objects, got {type(value).__name__}")
     for i, item in enumerate(value):

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
+from corewarding.backends import GPU_EXTRA, require_backend
+
 log = logging.getLogger(__name__)
 
 
@@ -163,5 +165,6 @@ def load_generator(cfg: DictConfig, model_path: str) -> Any:
     if settings.backend == "transformers":
         return TransformersGenerator(model_path, str(settings.device), str(settings.dtype), int(settings.batch_size))
     if settings.backend == "vllm":
+        require_backend("generation=vllm", modules=("vllm",), gpu=True, hint=f"{GPU_EXTRA}, or generation=transformers")
         return VLLMGenerator(model_path, settings, int(cfg.seed))
     raise ValueError(f"generation.backend={settings.backend!r}; expected transformers or vllm")

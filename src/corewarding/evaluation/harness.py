@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from corewarding.backends import BackendUnavailable
 from corewarding.evaluation.benchmarks import Problem, load_problems
 from corewarding.evaluation.generation import Generator, SamplingSettings, load_generator
 from corewarding.evaluation.outputs import group_by_problem, metric_row, sample_rows, write_unit_outputs
@@ -182,6 +183,8 @@ def evaluate_targets(
                             outcomes.append(evaluate_external_unit(cfg, target, units_dir))
                         else:
                             outcomes.append(evaluate_math_unit(cfg, target, units_dir, handle, checker))
+                    except BackendUnavailable:  # every unit would fail the same way: one error, not one per unit
+                        raise
                     except Exception as exc:  # one unit's failure (data, model, tool) does not stop the others
                         log.exception("%s %s failed", target.label, cfg.benchmark.name)
                         outcomes.append(UnitOutcome(target.step, str(cfg.benchmark.name), "failed", f"error: {exc}"))

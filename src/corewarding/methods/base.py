@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 VIEWS = ("original", "rephrased", "teacher")
 
@@ -45,7 +46,16 @@ class ScoreResult:
 
     scored: list[Scored]
     groups: list[GroupLabel] = field(default_factory=list)
-    missing_ground_truth: int = 0  # rewarded rollouts without a ground truth where the method needs one
+    missing_ground_truth: int = 0  # rewarded rollouts whose ground truth is absent or blank (has_ground_truth)
+
+
+def has_ground_truth(truth: str | None) -> TypeGuard[str]:
+    """A usable ground truth: present and not blank. Every method and summary counts the others as missing.
+
+    >>> [has_ground_truth(t) for t in ("0", "", "  ", None)]
+    [True, False, False, False]
+    """
+    return truth is not None and bool(truth.strip())
 
 
 def group_indices(rollouts: Sequence[Rollout], view: str) -> dict[str, list[int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from corewarding.answers import strict_score
-from corewarding.methods.base import GroupLabel, Rollout, Scored, ScoreResult, group_indices
+from corewarding.methods.base import GroupLabel, Rollout, Scored, ScoreResult, group_indices, has_ground_truth
 from corewarding.methods.registry import MethodSpec, register
 from corewarding.methods.voting import Voter
 
@@ -13,8 +13,8 @@ from corewarding.methods.voting import Voter
 def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResult:
     """Reward = ``strict_score(response, ground_truth)``; a row without ground truth gets 0 and is counted.
 
-    A blank ground truth counts as missing. (The reference would score an empty ``\\boxed{}`` 1 against it; MATH
-    train has two such rows.)
+    A blank ground truth counts as missing and gives the label None. (The reference would score an empty ``\\boxed{}``
+    1 against it; MATH train has two such rows.)
 
     >>> rows = [Rollout("u", "original", "so \\\\boxed{\\\\dfrac12}", "0.5"), Rollout("u", "original", "no", None)]
     >>> [(s.reward, s.label) for s in score(rows).scored], score(rows).missing_ground_truth
@@ -27,13 +27,16 @@ def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResul
         agreeing = 0
         for i in idx:
             truth = rollouts[i].ground_truth
-            absent = truth is None or not truth.strip()
-            reward = 0.0 if absent else strict_score(rollouts[i].response, truth)
-            missing += absent
+            if has_ground_truth(truth):
+                reward = strict_score(rollouts[i].response, truth)
+            else:
+                truth, reward = None, 0.0
+                missing += 1
             agreeing += reward > 0
             scored.append(Scored(i, reward, truth))
         truth = rollouts[idx[0]].ground_truth
-        groups.append(GroupLabel(uid, "original", truth, truth, agreeing, len(idx)))
+        label = truth if has_ground_truth(truth) else None
+        groups.append(GroupLabel(uid, "original", label, truth, agreeing, len(idx)))
     scored.sort(key=lambda s: s.index)
     return ScoreResult(scored, groups, missing)
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from corewarding.answers import is_equiv_strict
-from corewarding.methods.base import ScoreResult
+from corewarding.methods.base import ScoreResult, has_ground_truth
 
 
 def summarize(result: ScoreResult) -> dict[str, float | int | None]:
     """n, mean reward, share of groups with a non-empty label, label accuracy vs ground truth, vote agreement.
 
     Label accuracy counts the groups whose label equals the ground truth under the strict reference checker, over the
-    groups that have a ground truth (None when none has); an empty label counts as wrong.
+    groups that have a ground truth, blank ones counting as none (None when no group has one); an empty label counts
+    as wrong.
     """
     n = len(result.scored)
     groups = result.groups
-    with_truth = [g for g in groups if g.ground_truth is not None]
+    with_truth = [g for g in groups if has_ground_truth(g.ground_truth)]
     correct = sum(1 for g in with_truth if g.label is not None and is_equiv_strict(g.label, g.ground_truth))
     sizes = sum(g.size for g in groups)
     return {

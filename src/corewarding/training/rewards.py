@@ -46,16 +46,13 @@ def score_step(
         for s in result.scored:
             view, i = where[s.index]
             rewards[view][i] = s.reward
-        metrics = _label_metrics(summarize(result))
         if spec.name != "gt_grpo":
-            return rewards, metrics
-        missing = metrics["missing_ground_truth"]
+            return rewards, _label_metrics(summarize(result))
     else:
         assert spec.sequence_reward is not None and spec.logits_statistic is not None
         for view in spec.rewarded_views:
             batch = batches[view]
             rewards[view] = spec.sequence_reward(batch.stats[spec.logits_statistic], batch.response_mask).float()
-        missing = 0
     own, _ = _as_rollouts({"original": batches["original"]})
-    diagnostic = _label_metrics(summarize(majority_voting.score(own, voter)))
-    return rewards, {**diagnostic, "missing_ground_truth": missing}
+    # its missing_ground_truth counts the original rollouts without a (non-blank) ground truth, as gt_grpo's does
+    return rewards, _label_metrics(summarize(majority_voting.score(own, voter)))

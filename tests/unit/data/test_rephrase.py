@@ -196,13 +196,14 @@ def test_prepared_set_is_required_before_rephrasing(tmp_path: Path) -> None:
 def test_raw_log_keeps_generations_with_unicode_line_separators(tmp_path: Path) -> None:
     import json
 
-    from corewarding.data.rephrase.run import load_raw
+    from corewarding.data.rephrase.run import load_raw, rewrite_raw
 
     log = tmp_path / "raw.jsonl"
     records = [{"key": "k", "row": i, "attempt": 0, "text": wrap(f"Add\u2028them {i}\u0085", "")} for i in range(4)]
     log.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records) + '{"key": "k", "row": 9')
     spec = OmegaConf.create({"batch_size": 2, "max_retries": 0, "checks": CHECKS})
-    kept = load_raw(log, "k", ["What is 1 + 2?"] * 4, spec)
+    kept, lines = load_raw(log, "k", ["What is 1 + 2?"] * 4, spec)
+    rewrite_raw(log, lines)
     assert [kept[i][0]["text"] for i in range(4)] == [r["text"] for r in records]
     assert all(kept[i][0]["accepted"] for i in range(4))  # re-judged on load
     assert log.read_text(encoding="utf-8").count("\n") == 4  # the cut-off line is gone

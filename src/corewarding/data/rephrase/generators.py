@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
+from corewarding.backends import GPU_EXTRA, require_backend
+
 log = logging.getLogger(__name__)
 
 
@@ -115,8 +117,17 @@ class VLLMGenerator:
         return [Generation(o.outputs[0].text, str(o.outputs[0].finish_reason)) for o in outputs]
 
 
+def check_backend(spec: DictConfig) -> None:
+    """Refuse a ``rephrase.backend`` that cannot run here (vllm: not installed, or no GPU) with one clear error."""
+    if spec.backend == "vllm":
+        require_backend(
+            "rephrase.backend=vllm", modules=("vllm",), gpu=True, hint=f"{GPU_EXTRA}, or rephrase=transformers_tiny"
+        )
+
+
 def make_generator(spec: DictConfig, source: str) -> Generator:
-    """The generator ``rephrase.backend`` names."""
+    """The generator ``rephrase.backend`` names, once check_backend passes."""
+    check_backend(spec)
     if spec.backend == "transformers":
         return TransformersGenerator(source, spec)
     if spec.backend == "vllm":

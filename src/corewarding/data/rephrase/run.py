@@ -3,6 +3,8 @@
 Rows are processed in fixed chunks of ``rephrase.batch_size``; a chunk's generations (every attempt) are appended to
 the raw JSON-lines log once the chunk is finished, and a rerun skips the chunks already there. Chunks and seeds do
 not depend on where a run stopped, so an interrupted and resumed run writes the same files as an uninterrupted one.
+The log is never truncated: lines of other generation settings stay (switching back resumes from them), and the
+backend is checked before the log is touched, so a run that cannot generate here leaves it as it was.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from corewarding.data.io import SourceError, atomic_path, read_verl_rows
+from corewarding.data.io import SourceError, atomic_path, parse_json, read_text, read_verl_rows
 from corewarding.data.models import resolve_model_source
 from corewarding.data.quality import QualityReport
-from corewarding.data.rephrase.generators import Generator, make_generator
+from corewarding.data.rephrase.generators import Generator, check_backend, make_generator
 from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outputs
 from corewarding.data.rephrase.parse import Verdict, parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, rephrase_messages
@@ -76,24 +78,30 @@ def _finished(attempts: list[dict[str, Any]], max_retries: int) -> bool:
     return bool(attempts[-1]["accepted"]) or attempts[-1]["attempt"] >= max_retries
 
 
-def load_raw(path: Path, key: str, questions: list[str], spec: DictConfig) -> dict[int, list[dict[str, Any]]]:
-    """The finished chunks' records of an earlier run with the same key, re-judged under the current checks.
+def load_raw(
+    path: Path, key: str, questions: list[str], spec: DictConfig
+) -> tuple[dict[int, list[dict[str, Any]]], list[str]]:
+    """The finished chunks' records of an earlier run with the same key, re-judged under the current checks, and
+    the lines the log should hold before new generations are appended (read only; rewrite_raw writes them).
 
-    A cut-off line, a record of another key, or a chunk that is not finished under the current checks and retry
-    limit is discarded (the chunk is generated again with the same seeds); the log is rewritten without them.
+    Lines of another key are kept as they are. A cut-off line, or a record of this key in a chunk that is not
+    finished under the current checks and retry limit, is left out (the chunk is generated again with the same seeds).
     """
     if not path.is_file():
-        return {}
+        return {}, []
     batch_size, max_retries = int(spec.batch_size), int(spec.max_retries)
     records: dict[int, list[dict[str, Any]]] = {}
-    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line]  # not splitlines(): U+2028
-    for line in lines:
+    other: list[str] = []
+    lines = [line for line in read_text(path).split("\n") if line]  # not splitlines(): U+2028
+    for number, line in enumerate(lines, start=1):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut off by an interruption
+            record = parse_json(line, path, number)
+        except SourceError:  # a line cut off by an interruption
             continue
-        row = record.get("row")
-        if record.get("key") == key and isinstance(row, int) and 0 <= row < len(questions):
+        row = record.get("row") if isinstance(record, dict) else None
+        if not isinstance(record, dict) or record.get("key") != key:
+            other.append(line)
+        elif isinstance(row, int) and 0 <= row < len(questions):
             records.setdefault(row, []).append(judge(record, questions[row], spec.checks))
     for attempts in records.values():  # a lower retry limit keeps the attempts an uninterrupted run would make
         attempts.sort(key=lambda r: int(r["attempt"]))
@@ -104,12 +112,21 @@ def load_raw(path: Path, key: str, questions: list[str], spec: DictConfig) -> di
         if all(i in records and _finished(records[i], max_retries) for i in chunk):
             kept.update({i: records[i] for i in chunk})
     kept_lines = [json.dumps(r, ensure_ascii=False) for i in sorted(kept) for r in kept[i]]
-    if len(kept_lines) != len(lines):
-        dropped = len(lines) - len(kept_lines)
-        log.warning("%s: discarding %d line(s) of unfinished chunks or other settings", path, dropped)
+    if other:
+        log.info("%s: keeping %d line(s) of other generation settings", path, len(other))
+    if len(other) + len(kept_lines) != len(lines):
+        dropped = len(lines) - len(other) - len(kept_lines)
+        log.warning("%s: discarding %d line(s) of unfinished chunks or cut off", path, dropped)
+    return kept, other + kept_lines
+
+
+def rewrite_raw(path: Path, lines: list[str]) -> None:
+    """Replace the log with ``lines`` (a new file renamed into place), unless it already holds exactly them."""
+    text = "".join(line + "\n" for line in lines)
+    if read_text(path) == text if path.is_file() else not lines:
+        return
     with atomic_path(path) as tmp:
-        tmp.write_text("".join(line + "\n" for line in kept_lines), encoding="utf-8")
-    return kept
+        tmp.write_text(text, encoding="utf-8")
 
 
 def _append(path: Path, records: list[dict[str, Any]]) -> None:
@@ -165,11 +182,13 @@ def rephrase(cfg: DictConfig, generator: Generator | None = None) -> QualityRepo
     questions = [question_of(r) for r in rows]
     key = run_key(spec, source, questions)
     batch_size = int(spec.batch_size)
-    records = load_raw(paths.raw, key, questions, spec)
-    for start in range(0, len(rows), batch_size):
-        chunk = range(start, min(start + batch_size, len(rows)))
-        if all(i in records for i in chunk):
-            continue
+    records, log_lines = load_raw(paths.raw, key, questions, spec)
+    chunks = [range(start, min(start + batch_size, len(rows))) for start in range(0, len(rows), batch_size)]
+    todo = [chunk for chunk in chunks if not all(i in records for i in chunk)]
+    if todo and generator is None:
+        check_backend(spec)  # before the log is rewritten: a backend that cannot run here changes nothing
+    rewrite_raw(paths.raw, log_lines)
+    for chunk in todo:
         if generator is None:
             generator = make_generator(spec, source)
         new = rephrase_chunk(generator, rows, chunk, spec, key)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import json
 import logging
 import os
@@ -13,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from corewarding.backends import module_missing as module_missing  # the adapters' one installed-module check
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +35,6 @@ class ExternalResult:
     stderr: dict[str, float] = field(default_factory=dict)  # where the tool reports one
     num_problems: int = 0
     raw_path: Path | None = None  # the tool's own full output, saved under out_dir
-
-
-def module_missing(*modules: str) -> list[str]:
-    """The importable module names among ``modules`` that are not installed here."""
-    return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
 def distribution_version(module: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding import matrix
+from corewarding.backends import require_backend
 from corewarding.config import ConfigError
 from corewarding.training.verl.verl_config import cell_of, to_verl_config, trains_pairs, verl_yaml
 
@@ -104,10 +105,7 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     run = launch(cfg, run_dir)
     if dry_run:
         return run
-    import torch
-
-    if not torch.cuda.is_available():
-        raise ConfigError("backend=verl trains on CUDA GPUs and none is visible; --dry-run validates on CPU")
+    require_backend("backend=verl", gpu=True, does="trains", hint="--dry-run validates on CPU")
     from verl.trainer.main_ppo import run_ppo
 
     from corewarding.training.verl.metrics import export_metrics
