@@ -150,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corewarding.config import ConfigError
     from corewarding.data.io import SourceError
     from corewarding.pipeline.dvc import DvcError
+    from corewarding.training.errors import CheckpointError, RunInUseError
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -164,7 +165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
     try:
         return int(args.func(args))
-    except (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError, DvcError) as exc:
+    except (
+        ConfigError,
+        SourceError,
+        HydraException,
+        OmegaConfBaseException,
+        FileNotFoundError,
+        DvcError,
+        CheckpointError,
+        RunInUseError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyError as exc:  # an unknown matrix, cell or config option; the message lists the known ones

@@ -26,7 +26,6 @@ from transformers.utils import logging as transformers_logging
 
 from corewarding import matrix, methods
 from corewarding.answers import strict_score
-from corewarding.config import ConfigError
 from corewarding.matrix import Cell
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
@@ -138,20 +137,12 @@ class LocalTrainer:
     def _resume_or_start(self) -> int:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_inputs_report()
-        latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
-        if latest is None:
+        checkpoints = self.run_dir / "checkpoints"
+        state = ckpt.resume(checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.teacher)
+        if state is None:
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
             return 0
-        state = ckpt.load_trainer_state(latest)
-        if state.config_hash != self.config_hash:
-            raise ConfigError(
-                f"{self.run_dir} holds checkpoints of another configuration (its config.yaml); "
-                "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
-            )
-        weights = type(self.policy).from_pretrained(latest / "model", dtype=self.policy.dtype).state_dict()
-        self.policy.load_state_dict(weights)
-        ckpt.restore(latest, self.optimizer, self.scheduler, self.teacher)
         self._truncate_metrics(state.step)
         log.info("resumed %s from step %d", self.run_dir, state.step)
         return state.step
