@@ -36,6 +36,7 @@ from corewarding.training.inputs import TrainingRows, load_base_model, load_trai
 from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
 from corewarding.training.rewards import score_step
 from corewarding.training.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
+from corewarding.training.run_lock import run_lock
 from corewarding.training.teacher import ema_update
 
 log = logging.getLogger(__name__)
@@ -338,17 +339,20 @@ def cell_of(cfg: DictConfig) -> Cell:
 
 
 def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -> RunResult:
-    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``)."""
+    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``).
+
+    The run folder is locked for the whole run: a second trainer on it raises RunInUseError before touching it."""
     transformers_logging.disable_progress_bar()
-    target = run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir)
-    trainer = LocalTrainer(cfg, Path(target), progress=progress)
-    run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)
-    try:
-        result = trainer.run()
-    except BaseException as exc:
-        run_record.record_end(trainer.run_dir, "failed", exc)
-        raise
-    finally:
-        trainer.voter.close()
-    run_record.record_end(trainer.run_dir, "finished")
+    target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir))
+    with run_lock(target):
+        trainer = LocalTrainer(cfg, target, progress=progress)
+        run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)
+        try:
+            result = trainer.run()
+        except BaseException as exc:
+            run_record.record_end(trainer.run_dir, "failed", exc)
+            raise
+        finally:
+            trainer.voter.close()
+        run_record.record_end(trainer.run_dir, "finished")
     return result
