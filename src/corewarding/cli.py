@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +56,18 @@ def _rewards_score(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    """Train one cell; Ctrl-C ends with one line saying how to resume and the shell's code for SIGINT (130)."""
+    from corewarding.training.errors import TrainingInterrupted
+
+    try:
+        return _train_cell(args)
+    except KeyboardInterrupt as stop:  # TrainingInterrupted names the step; earlier, nothing was trained yet
+        print(stop if isinstance(stop, TrainingInterrupted) else "interrupted; run the same command to resume",
+              file=sys.stderr)  # fmt: skip
+        return 128 + signal.SIGINT
+
+
+def _train_cell(args: argparse.Namespace) -> int:
     from corewarding.config import compose_config
     from corewarding.training.local import train
 

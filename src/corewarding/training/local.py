@@ -32,6 +32,7 @@ from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
+from corewarding.training.errors import TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_base_model, load_training_rows
 from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
 from corewarding.training.rewards import score_step
@@ -133,6 +134,7 @@ class LocalTrainer:
         self.voter = voter_from_config(cfg.vote)
         self.config_hash = training_config_hash(cfg)
         self.start_step = self._resume_or_start()
+        self.step = self.saved_step = self.start_step  # the step under way, the newest checkpoint's
 
     # ---- setup -------------------------------------------------------------------------------------------------
     def _resume_or_start(self) -> int:
@@ -319,6 +321,7 @@ class LocalTrainer:
             disable=not self.progress, leave=False,
         )  # fmt: skip
         for step in bar:
+            self.step = step
             metrics = self.train_step(step)
             if step % int(sched.test_freq) == 0 or step == self.total_steps:
                 metrics["val_accuracy"] = self.validate()
@@ -330,6 +333,7 @@ class LocalTrainer:
                     self.run_dir / "checkpoints", state, self.policy, self.tokenizer,
                     self.optimizer, self.scheduler, self.teacher,
                 )  # fmt: skip
+                self.saved_step = step
         lines = (self.run_dir / METRICS_FILE).read_text().splitlines()
         return RunResult(self.run_dir, self.total_steps, time.perf_counter() - started, [json.loads(x) for x in lines])
 
@@ -341,7 +345,8 @@ def cell_of(cfg: DictConfig) -> Cell:
 def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -> RunResult:
     """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``).
 
-    The run folder is locked for the whole run: a second trainer on it raises RunInUseError before touching it."""
+    The run folder is locked for the whole run: a second trainer on it raises RunInUseError before touching it.
+    Ctrl-C records the run ``interrupted`` and raises TrainingInterrupted (a KeyboardInterrupt) saying where."""
     transformers_logging.disable_progress_bar()
     target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir))
     with run_lock(target):
@@ -349,6 +354,9 @@ def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -
         run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)
         try:
             result = trainer.run()
+        except KeyboardInterrupt as exc:
+            run_record.record_end(trainer.run_dir, "interrupted")
+            raise TrainingInterrupted(trainer.step, trainer.saved_step) from exc
         except BaseException as exc:
             run_record.record_end(trainer.run_dir, "failed", exc)
             raise
