@@ -13,6 +13,7 @@ STATUS_COLOURS = {
     "finished": "#2e7d32",
     "running": "#1565c0",
     "incomplete": "#ef6c00",
+    "interrupted": "#f9a825",
     "failed": "#c62828",
     "unknown": "#6d4c41",
     "not run": "#cfd8dc",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,18 @@ def _rewards_score(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    """Train one cell; Ctrl-C ends with one line saying how to resume and the shell's code for SIGINT (130)."""
+    from corewarding.training.errors import TrainingInterrupted
+
+    try:
+        return _train_cell(args)
+    except KeyboardInterrupt as stop:  # TrainingInterrupted names the step; earlier, nothing was trained yet
+        print(stop if isinstance(stop, TrainingInterrupted) else "interrupted; run the same command to resume",
+              file=sys.stderr)  # fmt: skip
+        return 128 + signal.SIGINT
+
+
+def _train_cell(args: argparse.Namespace) -> int:
     from corewarding.config import compose_config
     from corewarding.training.local import train
 
@@ -151,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corewarding.config import ConfigError
     from corewarding.data.io import SourceError
     from corewarding.pipeline.dvc import DvcError
+    from corewarding.training.errors import CheckpointError, RunInUseError
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -165,7 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
     try:
         return int(args.func(args))
-    except (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError, DvcError) as exc:
+    except (
+        ConfigError,
+        SourceError,
+        HydraException,
+        OmegaConfBaseException,
+        FileNotFoundError,
+        DvcError,
+        CheckpointError,
+        RunInUseError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyError as exc:  # an unknown matrix, cell or config option; the message lists the known ones

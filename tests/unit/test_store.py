@@ -261,3 +261,19 @@ def test_stop_cancels_a_push_in_flight_and_the_exit_push_completes_it(
         assert not (stored / "checkpoints" / "latest").exists()  # cancelled before its pointer
         assert len(tree(stored)) < len(tree(run_dir))
     assert tree(stored).items() >= tree(run_dir).items()
+
+
+def test_a_checkpoint_travels_with_its_manifest_and_verifies_where_it_is_pulled(
+    run_dir: Path, store: ArtifactStore, tmp_path: Path
+) -> None:
+    from corewarding.training.checkpoint import MANIFEST, manifest_problem, write_manifest
+
+    step = run_dir / "checkpoints" / "global_step_2"
+    write_manifest(step)
+    store.push_run(CELL, run_dir)
+    assert (tmp_path / "store" / "runs" / CELL / "checkpoints" / "global_step_2" / MANIFEST).is_file()
+    pulled = tmp_path / "elsewhere" / CELL / "checkpoints" / "global_step_2"
+    store.pull_run(CELL, pulled.parents[1])
+    assert tree(pulled) == tree(step) and manifest_problem(pulled) is None
+    (pulled / "model" / "model.safetensors").write_bytes(b"\0" * 4098)  # same size, other bytes
+    assert manifest_problem(pulled) == f"model/model.safetensors does not match its SHA-256 in {MANIFEST}"

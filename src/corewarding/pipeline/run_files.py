@@ -3,6 +3,8 @@
 A ``global_step_N`` folder is complete once a pointer names step N or a later one: the local backend renames each
 step into place and then rewrites ``checkpoints/latest`` (``global_step_N``); verl writes a step in place and then
 ``checkpoints/latest_checkpointed_iteration.txt`` (``N``). Hidden paths (``.tmp_global_step_N``, bookkeeping) stay.
+A step folder travels whole, its ``manifest.json`` (the local backend's per-file SHA-256) included, so a pulled
+checkpoint is verified on resume exactly like the one that was pushed.
 """
 
 from __future__ import annotations

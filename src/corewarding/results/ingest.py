@@ -117,7 +117,7 @@ def ingest_run(con: duckdb.DuckDBPyConnection, run_dir: Path, summary: IngestSum
     """Upsert the run's row and replace the rows of each of its files that changed, in one transaction."""
     info = runs.read_run_info(run_dir)
     loaders: dict[str, Loader] = {
-        "metrics": _metrics_loader(allow_partial_tail=info.status in ("running", "incomplete")),
+        "metrics": _metrics_loader(allow_partial_tail=info.status in ("running", "incomplete", "interrupted")),
         "eval_metrics": evaluation.insert_eval_metrics,
         "eval_samples": evaluation.insert_eval_samples,
     }

@@ -26,17 +26,18 @@ from transformers.utils import logging as transformers_logging
 
 from corewarding import matrix, methods
 from corewarding.answers import strict_score
-from corewarding.config import ConfigError
 from corewarding.matrix import Cell
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
+from corewarding.training.errors import TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_base_model, load_training_rows
 from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
 from corewarding.training.rewards import score_step
 from corewarding.training.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
+from corewarding.training.run_lock import run_lock
 from corewarding.training.teacher import ema_update
 
 log = logging.getLogger(__name__)
@@ -133,25 +134,18 @@ class LocalTrainer:
         self.voter = voter_from_config(cfg.vote)
         self.config_hash = training_config_hash(cfg)
         self.start_step = self._resume_or_start()
+        self.step = self.saved_step = self.start_step  # the step under way, the newest checkpoint's
 
     # ---- setup -------------------------------------------------------------------------------------------------
     def _resume_or_start(self) -> int:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_inputs_report()
-        latest = ckpt.latest_checkpoint(self.run_dir / "checkpoints")
-        if latest is None:
+        checkpoints = self.run_dir / "checkpoints"
+        state = ckpt.resume(checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.teacher)
+        if state is None:
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
             return 0
-        state = ckpt.load_trainer_state(latest)
-        if state.config_hash != self.config_hash:
-            raise ConfigError(
-                f"{self.run_dir} holds checkpoints of another configuration (its config.yaml); "
-                "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
-            )
-        weights = type(self.policy).from_pretrained(latest / "model", dtype=self.policy.dtype).state_dict()
-        self.policy.load_state_dict(weights)
-        ckpt.restore(latest, self.optimizer, self.scheduler, self.teacher)
         self._truncate_metrics(state.step)
         log.info("resumed %s from step %d", self.run_dir, state.step)
         return state.step
@@ -327,6 +321,7 @@ class LocalTrainer:
             disable=not self.progress, leave=False,
         )  # fmt: skip
         for step in bar:
+            self.step = step
             metrics = self.train_step(step)
             if step % int(sched.test_freq) == 0 or step == self.total_steps:
                 metrics["val_accuracy"] = self.validate()
@@ -338,6 +333,7 @@ class LocalTrainer:
                     self.run_dir / "checkpoints", state, self.policy, self.tokenizer,
                     self.optimizer, self.scheduler, self.teacher,
                 )  # fmt: skip
+                self.saved_step = step
         lines = (self.run_dir / METRICS_FILE).read_text().splitlines()
         return RunResult(self.run_dir, self.total_steps, time.perf_counter() - started, [json.loads(x) for x in lines])
 
@@ -347,17 +343,24 @@ def cell_of(cfg: DictConfig) -> Cell:
 
 
 def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -> RunResult:
-    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``)."""
+    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``).
+
+    The run folder is locked for the whole run: a second trainer on it raises RunInUseError before touching it.
+    Ctrl-C records the run ``interrupted`` and raises TrainingInterrupted (a KeyboardInterrupt) saying where."""
     transformers_logging.disable_progress_bar()
-    target = run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir)
-    trainer = LocalTrainer(cfg, Path(target), progress=progress)
-    run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)
-    try:
-        result = trainer.run()
-    except BaseException as exc:
-        run_record.record_end(trainer.run_dir, "failed", exc)
-        raise
-    finally:
-        trainer.voter.close()
-    run_record.record_end(trainer.run_dir, "finished")
+    target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir))
+    with run_lock(target):
+        trainer = LocalTrainer(cfg, target, progress=progress)
+        run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)
+        try:
+            result = trainer.run()
+        except KeyboardInterrupt as exc:
+            run_record.record_end(trainer.run_dir, "interrupted")
+            raise TrainingInterrupted(trainer.step, trainer.saved_step) from exc
+        except BaseException as exc:
+            run_record.record_end(trainer.run_dir, "failed", exc)
+            raise
+        finally:
+            trainer.voter.close()
+        run_record.record_end(trainer.run_dir, "finished")
     return result

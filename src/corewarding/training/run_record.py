@@ -1,7 +1,8 @@
 """``run.json``: what a run folder holds, for the results store: status, start and end, code version, data hashes.
 
-Written atomically at start (status ``running``), at the end (``finished``) and on an exception (``failed``, with
-the error). A resumed run keeps its first start time and adds the resume time to ``resumed_at``.
+Written atomically at start (status ``running``), at the end (``finished``), on Ctrl-C (``interrupted``: stopped on
+purpose, resumable) and on any other exception (``failed``, with the error). A resumed run keeps its first start
+time and adds the resume time to ``resumed_at``.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def record_start(run_dir: Path, cfg: DictConfig, config_hash: str, cell_id: str)
 
 
 def record_end(run_dir: Path, status: str, error: BaseException | None = None) -> None:
-    """Mark the run ``finished`` or ``failed`` (with the error's type and message)."""
+    """Mark the run ``finished``, ``interrupted`` or ``failed`` (with the error's type and message)."""
     record = read_record(run_dir) or {}
     record.update(
         status=status, ended_at=utc_now(), error=None if error is None else f"{type(error).__name__}: {error}"[:2000]

@@ -124,6 +124,9 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     log.info("training on %d node(s) x %d GPUs through %s", trainer.nnodes, trainer.n_gpus_per_node, where)
     try:
         run_ppo(run.verl_config, task_runner_class=CorewardingTaskRunner)
+    except KeyboardInterrupt:
+        run_record.record_end(run.run_dir, "interrupted")
+        raise
     except BaseException as exc:
         run_record.record_end(run.run_dir, "failed", exc)
         raise

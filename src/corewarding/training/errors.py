@@ -1,0 +1,22 @@
+"""Why a training run cannot start or stopped early, as named errors the CLI turns into one line (no heavy imports)."""
+
+from __future__ import annotations
+
+
+class CheckpointError(RuntimeError):
+    """The run folder has checkpoints but none is complete and readable, so it can be neither resumed nor restarted
+    without losing them."""
+
+
+class RunInUseError(RuntimeError):
+    """Another process holds the run folder's lock (another trainer is writing it)."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a signal turned into KeyboardInterrupt) stopped training; the run can resume from ``saved_step``.
+
+    Still a KeyboardInterrupt, so callers that unwind on one (the pipeline) keep doing so."""
+
+    def __init__(self, step: int, saved_step: int) -> None:
+        super().__init__(f"interrupted at step {step}; run the same command to resume from step {saved_step}")
+        self.step, self.saved_step = step, saved_step

@@ -1,0 +1,118 @@
+"""Resume only from a complete, intact checkpoint: a missing, damaged or truncated newest one is reported by path and
+the one before it is used; with none left, `corewarding train` stops with one line and a nonzero exit."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from corewarding.cli import main
+from corewarding.config import compose_config
+from corewarding.training.local import LocalTrainer, train
+
+CELL = "gt_grpo__tiny__tiny"
+
+
+def overrides(artifacts: Path, runs: Path) -> list[str]:
+    return [
+        "experiment=tiny_cpu", "method=gt_grpo", f"paths.artifacts_dir={artifacts}", f"paths.runs_dir={runs}",
+        "schedule.total_steps=2", "schedule.save_freq=1", "schedule.val_max_samples=4", "grpo.max_response_length=24",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained(artifacts_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder with checkpoints at steps 1 and 2 (made once; each test damages its own copy)."""
+    runs = tmp_path_factory.mktemp("trained")
+    train(compose_config(overrides(artifacts_dir, runs)), progress=False)
+    return runs
+
+
+@pytest.fixture
+def runs(trained: Path, tmp_path: Path) -> Path:
+    shutil.copytree(trained, tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def resume(artifacts: Path, runs: Path) -> LocalTrainer:
+    return LocalTrainer(compose_config(overrides(artifacts, runs)), runs / CELL, progress=False)
+
+
+def step_dir(runs: Path, step: int) -> Path:
+    return runs / CELL / "checkpoints" / f"global_step_{step}"
+
+
+def assert_resumed_from_step_1(trainer: LocalTrainer, runs: Path) -> None:
+    assert trainer.start_step == 1
+    saved = load_file(str(step_dir(runs, 1) / "model" / "model.safetensors"))
+    loaded = trainer.policy.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in saved.items() if k in loaded)
+    assert [line for line in (runs / CELL / "metrics.jsonl").read_text().splitlines() if '"step": 2' in line] == []
+
+
+def flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) * 3 // 4] ^= 0xFF  # inside the tensor data, past the header
+    path.write_bytes(bytes(data))
+
+
+def test_missing_model_config_falls_back_to_the_previous_checkpoint(
+    artifacts_dir: Path, runs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (step_dir(runs, 2) / "model" / "config.json").unlink()
+    with caplog.at_level(logging.WARNING):
+        trainer = resume(artifacts_dir, runs)
+    assert_resumed_from_step_1(trainer, runs)
+    assert any(str(step_dir(runs, 2)) in r.getMessage() and "config.json" in r.getMessage() for r in caplog.records)
+
+
+def test_flipped_bytes_in_the_weights_fall_back_to_the_previous_checkpoint(
+    artifacts_dir: Path, runs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flip_byte(step_dir(runs, 2) / "model" / "model.safetensors")
+    with caplog.at_level(logging.WARNING):
+        trainer = resume(artifacts_dir, runs)
+    assert_resumed_from_step_1(trainer, runs)
+    assert any(str(step_dir(runs, 2)) in r.getMessage() and "SHA-256" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated"])
+def test_empty_or_truncated_trainer_state_falls_back(artifacts_dir: Path, runs: Path, damage: str) -> None:
+    path = step_dir(runs, 2) / "trainer.pt"
+    path.write_bytes(b"" if damage == "empty" else path.read_bytes()[:100])
+    assert_resumed_from_step_1(resume(artifacts_dir, runs), runs)
+
+
+def test_an_unreadable_checkpoint_without_manifest_falls_back(artifacts_dir: Path, runs: Path) -> None:
+    """A checkpoint written before manifests existed is loaded unverified; if it cannot be read, the one before."""
+    from corewarding.training.checkpoint import MANIFEST
+
+    (step_dir(runs, 2) / MANIFEST).unlink()
+    (step_dir(runs, 2) / "trainer.pt").write_bytes(b"\x80\x02garbage")
+    assert_resumed_from_step_1(resume(artifacts_dir, runs), runs)
+
+
+def test_no_complete_checkpoint_stops_with_one_line(
+    artifacts_dir: Path, runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (step_dir(runs, 2) / "model" / "config.json").unlink()
+    (step_dir(runs, 1) / "trainer.pt").write_bytes(b"")
+    metrics = (runs / CELL / "metrics.jsonl").read_bytes()
+    code = main(["train", *overrides(artifacts_dir, runs)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("error: ") and "no complete checkpoint" in err[-1] and str(runs / CELL) in err[-1]
+    assert (runs / CELL / "metrics.jsonl").read_bytes() == metrics  # nothing was trained over
+
+
+def test_every_checkpoint_carries_a_verified_manifest(runs: Path) -> None:
+    from corewarding.training.checkpoint import MANIFEST, manifest_problem
+
+    for step in (1, 2):
+        assert (step_dir(runs, step) / MANIFEST).is_file()
+        assert manifest_problem(step_dir(runs, step)) is None
