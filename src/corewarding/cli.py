@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,15 +56,19 @@ def _rewards_score(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    """Train one cell; Ctrl-C ends with one line saying how to resume and the shell's code for SIGINT (130)."""
+    """Train one cell; Ctrl-C or SIGTERM ends with one line saying how to resume and the shell's code for the signal
+    (130 or 143)."""
+    from corewarding.pipeline.prefect_session import Interrupted, interruptible
     from corewarding.training.errors import TrainingInterrupted
 
     try:
-        return _train_cell(args)
-    except KeyboardInterrupt as stop:  # TrainingInterrupted names the step; earlier, nothing was trained yet
-        print(stop if isinstance(stop, TrainingInterrupted) else "interrupted; run the same command to resume",
+        with interruptible():
+            return _train_cell(args)
+    except Interrupted as stop:  # TrainingInterrupted names the step; earlier, nothing was trained yet
+        where = stop.__cause__
+        print(where if isinstance(where, TrainingInterrupted) else "interrupted; run the same command to resume",
               file=sys.stderr)  # fmt: skip
-        return 128 + signal.SIGINT
+        return stop.exit_code
 
 
 def _train_cell(args: argparse.Namespace) -> int:

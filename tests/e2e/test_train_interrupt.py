@@ -1,5 +1,5 @@
-"""Ctrl-C during `corewarding train`: one line saying how to resume, exit 130, the run recorded as interrupted (and
-ingested as such); the same command then resumes and finishes."""
+"""Ctrl-C (or SIGTERM) during `corewarding train`: one line saying how to resume, exit 130 (143), the run recorded as
+interrupted (and ingested as such); the same command then resumes and finishes."""
 
 from __future__ import annotations
 
@@ -12,12 +12,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from corewarding.config import compose_config
 from corewarding.results.ingest import ingest
 from corewarding.results.store import reader
 
 
-def test_ctrl_c_prints_one_line_exits_130_and_marks_the_run_interrupted(artifacts_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_prints_one_line_exits_130_and_marks_the_run_interrupted(
+    stop: signal.Signals, artifacts_dir: Path, tmp_path: Path
+) -> None:
     args = [
         "experiment=tiny_cpu", "method=entropy", f"paths.artifacts_dir={artifacts_dir}", f"paths.runs_dir={tmp_path}",
         "schedule.total_steps=8", "schedule.save_freq=1", "schedule.val_max_samples=4", "grpo.max_response_length=24",
@@ -32,10 +37,10 @@ def test_ctrl_c_prints_one_line_exits_130_and_marks_the_run_interrupted(artifact
         assert proc.poll() is None, f"run ended before it was interrupted: {proc.communicate()[1][-2000:]}"
         assert time.monotonic() < deadline, "no checkpoint within 180 s"
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, stop)
     _, err = proc.communicate(timeout=120)
 
-    assert proc.returncode == 130, err[-3000:]
+    assert proc.returncode == 128 + stop, err[-3000:]
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     match = re.fullmatch(r"interrupted at step (\d+); run the same command to resume from step (\d+)", last)

@@ -40,7 +40,7 @@ def checkout_prefect_home(root: Path) -> Path:
 
 
 @contextmanager
-def prefect_api(root: Path, startup_timeout_s: float = 60) -> Iterator[str]:
+def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
     """Yield the Prefect API URL for this run: ``$PREFECT_API_URL`` if set (nothing is started), otherwise that of a
     private ``prefect server start`` whose state is in ``checkout_prefect_home(root)``, stopped on the way out.
 
