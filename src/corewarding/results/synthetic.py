@@ -181,7 +181,7 @@ def eval_samples(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
                     ],
                     "extracted_answer": [None if t else str(a) for t, a in zip(truncated, answers, strict=True)],
                     "correct_strict": correct & ~truncated,
-                    "correct_math_verify": (correct | (rng.random(n) < 0.05)) & ~truncated,
+                    "correct_math_verify": (correct | (rng.random(n) < 0.2)) & ~truncated,  # checkers disagree
                     "length": length,
                     "truncated": truncated,
                 }
