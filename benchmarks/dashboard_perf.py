@@ -28,6 +28,8 @@ from corewarding.results.collapse import detect_collapse  # noqa: E402
 from corewarding.results.ingest import ingest  # noqa: E402
 from dashboard import queries  # noqa: E402
 
+AMC_WRONG = queries.SampleFilter(benchmarks=("AMC",), strict=False)
+DISAGREE = queries.SampleFilter(disagree=True)
 SPEC = synthetic.SyntheticSpec(steps=330, metrics=40, test_freq=10, eval_every=30, samples_per_benchmark=4000)
 
 
@@ -73,8 +75,9 @@ def page_queries(db: Path) -> dict[str, list[tuple[str, Callable[[Any], Any]]]]:
             ("sample_summary", lambda c: queries.sample_summary(c, run_id, step)),
             ("sample_count", lambda c: queries.sample_count(c, run_id, step)),
             ("samples", lambda c: queries.samples(c, run_id, step, limit=50)),
-            ("samples (AMC, wrong)", lambda c: queries.samples(c, run_id, step, ["AMC"], "strict", False)),
-            ("sample_response", lambda c: queries.sample_response(c, run_id, step, "AMC", "amc-0", 0)),
+            ("samples (AMC, wrong)", lambda c: queries.samples(c, run_id, step, AMC_WRONG)),
+            ("samples (checkers disagree)", lambda c: queries.samples(c, run_id, step, DISAGREE)),
+            ("sample_detail", lambda c: queries.sample_detail(c, run_id, step, "AMC", "amc-0", 0)),
         ],
         "data": [
             ("synthetic_runs", queries.synthetic_runs),

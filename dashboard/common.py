@@ -8,6 +8,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import altair as alt
 import duckdb
 import pandas as pd
 import streamlit as st
@@ -91,9 +92,10 @@ def require_store() -> None:
         st.warning(f"{synthetic} run(s) in this store are synthetic (`corewarding results synthetic`), not results.")
 
 
-def table(frame: pd.DataFrame, name: str, **kwargs: Any) -> None:
-    """A sortable table and a button that downloads it as ``name.csv``."""
-    st.dataframe(frame, hide_index=True, width="stretch", **kwargs)
+def table(frame: pd.DataFrame, name: str, **kwargs: Any) -> Any:
+    """A sortable table and a button that downloads it as ``name.csv``; returns st.dataframe's result (the
+    selection, with ``on_select``)."""
+    shown = st.dataframe(frame, hide_index=True, width="stretch", **kwargs)
     st.download_button(
         f"Download {name}.csv",
         frame.to_csv(index=False).encode(),
@@ -101,6 +103,32 @@ def table(frame: pd.DataFrame, name: str, **kwargs: Any) -> None:
         mime="text/csv",
         key=f"csv-{name}",
     )
+    return shown
+
+
+# One colour per method on every page (Okabe-Ito: tells apart under colour blindness); an ablation takes its
+# method's colour, anything else grey.
+METHOD_COLOURS: dict[str, str] = {
+    "gt_grpo": "#000000",
+    "majority_voting": "#E69F00",
+    "self_certainty": "#56B4E9",
+    "entropy": "#CC79A7",
+    "co_rewarding_1": "#009E73",
+    "co_rewarding_2": "#0072B2",
+    "base": "#999999",
+}
+OTHER_COLOUR = "#999999"
+
+
+def method_colour(method: str) -> str:
+    """The method's colour; ``majority_voting_rephrased`` and other variants take their method's."""
+    known = [m for m in METHOD_COLOURS if method == m or method.startswith(m + "_")]
+    return METHOD_COLOURS[max(known, key=len)] if known else OTHER_COLOUR
+
+
+def method_scale(methods: list[str]) -> alt.Scale:
+    """An Altair colour scale giving each method (or each label of a method) its fixed colour."""
+    return alt.Scale(domain=list(methods), range=[method_colour(m) for m in methods])
 
 
 def run_label(frame: pd.DataFrame) -> dict[str, str]:

@@ -6,6 +6,7 @@ Every value a user picks reaches SQL as a bound parameter (``?``); no SQL text i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 import duckdb
 import pandas as pd
@@ -46,7 +47,7 @@ def latest_runs(con: Con) -> pd.DataFrame:
     return _df(
         con,
         """SELECT run_id, cell_id, method, base_model, dataset, status, last_step, total_steps,
-        hub_repo_id, started_at FROM runs
+        hub_repo_id, published_step, published_commit, started_at FROM runs
         QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY started_at DESC NULLS LAST, run_id) = 1""",
     )
 
@@ -136,12 +137,23 @@ def paper_comparison(con: Con, table: str, checker: str, policy: str = "latest")
 
 
 def training_curves(con: Con, run_ids: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
-    """Long rows (run_id, step, metric, value) of the chosen runs and metrics."""
+    """Long rows (run_id, step, metric, value, wall_hours) of the chosen runs and metrics.
+
+    ``wall_hours``: the training time up to the end of the step, the sum of the run's ``step_seconds`` (NULL for a
+    run that does not log them).
+    """
     return _df(
         con,
-        """SELECT run_id, step, metric, value FROM training_metrics
-        WHERE list_contains(?, run_id) AND list_contains(?, metric) ORDER BY run_id, metric, step""",
-        [list(run_ids), list(metrics)],
+        """WITH wall AS (
+            SELECT run_id, step, sum(value) OVER (PARTITION BY run_id ORDER BY step) / 3600 AS wall_hours
+            FROM training_metrics WHERE metric = 'step_seconds' AND list_contains($runs, run_id)),
+        logged AS (SELECT DISTINCT run_id FROM wall)
+        SELECT m.run_id, m.step, m.metric, m.value,
+            CASE WHEN m.run_id IN (SELECT run_id FROM logged) THEN coalesce(w.wall_hours, 0) END AS wall_hours
+        FROM training_metrics m LEFT JOIN wall w USING (run_id, step)
+        WHERE list_contains($runs, m.run_id) AND list_contains($metrics, m.metric)
+        ORDER BY m.run_id, m.metric, m.step""",
+        {"runs": list(run_ids), "metrics": list(metrics)},
     )
 
 
@@ -179,65 +191,55 @@ def sample_summary(con: Con, run_id: str, step: int | None) -> pd.DataFrame:
 
 _SAMPLE_FILTER = """FROM eval_samples WHERE run_id = $run_id AND step IS NOT DISTINCT FROM $step
     AND (len($benchmarks) = 0 OR list_contains($benchmarks, benchmark))
-    AND ($correct IS NULL OR (CASE WHEN $checker = 'strict' THEN correct_strict ELSE correct_math_verify END)
-         IS NOT DISTINCT FROM $correct)
+    AND ($strict IS NULL OR correct_strict IS NOT DISTINCT FROM $strict)
+    AND ($math_verify IS NULL OR correct_math_verify IS NOT DISTINCT FROM $math_verify)
+    AND ($disagree IS NULL OR (correct_strict IS DISTINCT FROM correct_math_verify) = $disagree)
     AND ($truncated IS NULL OR truncated IS NOT DISTINCT FROM $truncated)"""
 
 
-def _sample_params(
-    run_id: str, step: int | None, benchmarks: Sequence[str], checker: str, correct: bool | None, truncated: bool | None
-) -> dict[str, object]:
-    return {
-        "run_id": run_id,
-        "step": step,
-        "benchmarks": list(benchmarks),
-        "checker": checker,
-        "correct": correct,
-        "truncated": truncated,
-    }
+@dataclass(frozen=True)
+class SampleFilter:
+    """Which samples of a run's checkpoint to list; None: either way. ``disagree``: the two checkers differ."""
+
+    benchmarks: tuple[str, ...] = ()
+    strict: bool | None = None
+    math_verify: bool | None = None
+    disagree: bool | None = None
+    truncated: bool | None = None
+
+    def params(self, run_id: str, step: int | None) -> dict[str, object]:
+        return {"run_id": run_id, "step": step, **asdict(self), "benchmarks": list(self.benchmarks)}
 
 
 def samples(
-    con: Con,
-    run_id: str,
-    step: int | None,
-    benchmarks: Sequence[str] = (),
-    checker: str = "strict",
-    correct: bool | None = None,
-    truncated: bool | None = None,
-    limit: int = 50,
-    offset: int = 0,
+    con: Con, run_id: str, step: int | None, where: SampleFilter = SampleFilter(), limit: int = 50, offset: int = 0
 ) -> pd.DataFrame:
-    """One page of samples, responses cut to their last 400 characters (where the answer is)."""
-    params = {**_sample_params(run_id, step, benchmarks, checker, correct, truncated), "limit": limit, "offset": offset}
-    sql = f"""SELECT benchmark, problem_id, sample_index, extracted_answer, correct_strict, correct_math_verify,
-        truncated, length, CASE WHEN length(response) > 400 THEN '…' || right(response, 400) ELSE response END
-        AS response {_SAMPLE_FILTER} ORDER BY benchmark, problem_id, sample_index LIMIT $limit OFFSET $offset"""
+    """One page of samples: question and response cut (the response to its last 400 characters, where the answer
+    is), the extracted and gold answers and the verdict of each checker."""
+    params = {**where.params(run_id, step), "limit": limit, "offset": offset}
+    sql = f"""SELECT benchmark, problem_id, sample_index,
+        CASE WHEN length(question) > 120 THEN left(question, 120) || '…' ELSE question END AS question,
+        extracted_answer, gold, correct_strict, correct_math_verify, truncated, length,
+        CASE WHEN length(response) > 400 THEN '…' || right(response, 400) ELSE response END AS response
+        {_SAMPLE_FILTER} ORDER BY benchmark, problem_id, sample_index LIMIT $limit OFFSET $offset"""
     return _df(con, sql, params)
 
 
-def sample_count(
-    con: Con,
-    run_id: str,
-    step: int | None,
-    benchmarks: Sequence[str] = (),
-    checker: str = "strict",
-    correct: bool | None = None,
-    truncated: bool | None = None,
-) -> int:
-    params = _sample_params(run_id, step, benchmarks, checker, correct, truncated)
-    row = con.execute(f"SELECT count(*) {_SAMPLE_FILTER}", params).fetchone()
+def sample_count(con: Con, run_id: str, step: int | None, where: SampleFilter = SampleFilter()) -> int:
+    row = con.execute(f"SELECT count(*) {_SAMPLE_FILTER}", where.params(run_id, step)).fetchone()
     return int(row[0]) if row else 0
 
 
-def sample_response(con: Con, run_id: str, step: int | None, benchmark: str, problem_id: str, index: int) -> str:
-    """The full text of one sample."""
+def sample_detail(
+    con: Con, run_id: str, step: int | None, benchmark: str, problem_id: str, index: int
+) -> dict[str, str | None]:
+    """The full question, gold answer and response of one sample (empty when there is no such sample)."""
     row = con.execute(
-        """SELECT response FROM eval_samples WHERE run_id = ? AND step IS NOT DISTINCT FROM ?
+        """SELECT question, gold, response FROM eval_samples WHERE run_id = ? AND step IS NOT DISTINCT FROM ?
         AND benchmark = ? AND problem_id = ? AND sample_index = ?""",
         [run_id, step, benchmark, problem_id, index],
     ).fetchone()
-    return str(row[0]) if row and row[0] is not None else ""
+    return dict(zip(("question", "gold", "response"), row, strict=True)) if row else {}
 
 
 def quality_reports(con: Con) -> pd.DataFrame:

@@ -1,13 +1,14 @@
-"""Training curves: any metric per step, several runs overlaid, with collapse detection marked and listed."""
+"""Training curves: runs chosen by method / base model / dataset compared side by side, one facet per metric,
+EMA-smoothed over the faint raw curves, coloured by method, collapse onsets marked and listed."""
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, detect_collapse
-from dashboard.common import query, require_store, run_label, table
+from dashboard.common import METHOD_COLOURS, query, require_store, table
+from dashboard.curves_chart import X_FIELDS, curves_chart, run_labels, smooth
 
 DEFAULT_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
 
@@ -19,7 +20,7 @@ def rules_from_sidebar() -> CollapseRules:
         reward_high=st.sidebar.slider("Reward counted as near 1", 0.5, 1.0, 0.95, 0.01),
         cap_fraction=st.sidebar.slider("Length at cap: fraction of the cap", 0.5, 1.0, 0.95, 0.01),
         min_steps=st.sidebar.number_input("Length at cap for at least (steps)", 1, 100, 3),
-        window=st.sidebar.number_input("Smoothing window (steps)", 1, 50, 5),
+        window=st.sidebar.number_input("Collapse detection window (steps)", 1, 50, 5),
     )
 
 
@@ -29,28 +30,23 @@ def events_for(run_ids: list[str] | None, rules: CollapseRules) -> pd.DataFrame:
     return detect_collapse(inputs, caps, rules)
 
 
-def metric_chart(curves: pd.DataFrame, events: pd.DataFrame, metric: str) -> alt.LayerChart:
-    data = curves[curves["metric"] == metric]
-    line = (
-        alt.Chart(data)
-        .mark_line(point=len(data) < 400)
-        .encode(
-            x=alt.X("step:Q"),
-            y=alt.Y("value:Q", title=metric),
-            color=alt.Color("run_id:N", legend=alt.Legend(orient="right", labelLimit=340)),
-            tooltip=["run_id", "step", alt.Tooltip("value:Q", format=".4f")],
-        )
-    )
-    marks = (
-        alt.Chart(events)
-        .mark_rule(strokeDash=[6, 3], strokeWidth=2)
-        .encode(
-            x="step:Q",
-            color=alt.Color("run_id:N"),
-            tooltip=["run_id", "rule", "step", "detail"],
-        )
-    )
-    return (line + marks).properties(height=240, title=metric)
+def choose_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs matching the method / base model / dataset picks (default: every method of the first setting)."""
+    first = runs.sort_values(["base_model", "dataset"]).iloc[0]
+    present = set(runs["method"])
+    methods = [m for m in METHOD_COLOURS if m in present] + sorted(present - set(METHOD_COLOURS))
+    a, b, c = st.columns(3)
+    picked_methods = a.multiselect("Method", methods, default=methods, key="methods")
+    models = sorted(runs["base_model"].unique())
+    picked_models = b.multiselect("Base model", models, default=[first["base_model"]], key="base_models")
+    datasets = sorted(runs["dataset"].unique())
+    picked_sets = c.multiselect("Dataset", datasets, default=[first["dataset"]], key="datasets")
+    chosen = runs[
+        runs["method"].isin(picked_methods) & runs["base_model"].isin(picked_models) & runs["dataset"].isin(picked_sets)
+    ]
+    if st.toggle("Newest run of each cell only", value=True, key="newest"):
+        chosen = chosen.sort_values("started_at", ascending=False, na_position="last").drop_duplicates("cell_id")
+    return chosen
 
 
 require_store()
@@ -59,25 +55,31 @@ runs = query("runs")
 if runs.empty:
     st.info("No runs in the store yet.")
     st.stop()
-labels = run_label(runs)
-default = list(runs["run_id"][:3])
-chosen = st.multiselect("Runs", list(labels), default=default, format_func=labels.get)
+chosen = choose_runs(runs)
 names = query("training_metric_names")
-metrics = st.multiselect("Metrics", names, default=[m for m in DEFAULT_METRICS if m in names] or names[:1])
+metrics = st.multiselect(
+    "Metrics", names, default=[m for m in DEFAULT_METRICS if m in names] or names[:1], key="metrics"
+)
+left, middle, right = st.columns([2, 1, 1])
+weight = left.slider("Smoothing (EMA weight; the raw curve stays faint behind)", 0.0, 0.99, 0.6, 0.01, key="ema")
+x_axis = middle.radio("x axis", list(X_FIELDS), horizontal=True, key="x_axis")
+columns = int(right.number_input("Charts per row", 1, 6, min(4, max(1, len(metrics))), key="columns"))
 rules = rules_from_sidebar()
-if not chosen or not metrics:
-    st.info("Pick at least one run and one metric.")
+if chosen.empty or not metrics:
+    st.info("Pick at least one method, base model, dataset and metric with runs in the store.")
     st.stop()
-curves = query("training_curves", chosen, metrics)
-events = events_for(chosen, rules)
-for metric in metrics:
-    st.altair_chart(metric_chart(curves, events, metric), width="stretch")
+run_ids = list(chosen["run_id"])
+curves = smooth(query("training_curves", run_ids, metrics), weight)
+events = events_for(run_ids, rules)
+if x_axis == "wall time" and curves["wall_hours"].isna().any():
+    st.caption("Runs that log no step_seconds have no wall time and are left out of this view.")
+st.altair_chart(curves_chart(curves, events, run_labels(chosen), metrics, x_axis, columns), width="stretch")
 st.subheader("Collapses")
 st.caption(
-    "Dashed rules on the charts: val_drop (validation accuracy fell more than the margin below its peak), "
-    "reward_without_labels (reward near 1 while pseudo-label accuracy fell), length_at_cap (mean response "
+    "Dashed rules and diamonds on the charts: val_drop (validation accuracy fell more than the margin below its "
+    "peak), reward_without_labels (reward near 1 while pseudo-label accuracy fell), length_at_cap (mean response "
     "length pinned at the cap)."
 )
-scope = st.radio("List collapses of", ["the chosen runs", "all runs"], horizontal=True)
+scope = st.radio("List collapses of", ["the chosen runs", "all runs"], horizontal=True, key="scope")
 listed = events if scope == "the chosen runs" else events_for(None, rules)
 table(listed, "collapses")

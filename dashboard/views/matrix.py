@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -18,6 +20,28 @@ STATUS_COLOURS = {
     "unknown": "#6d4c41",
     "not run": "#cfd8dc",
 }
+LIGHT_STATUSES = {"not run"}  # fills light enough for black text; white on the others
+
+
+def text_colour(grid: pd.DataFrame, metric: str | None) -> pd.Series:
+    """Black on light cells, white on dark ones: by status, or for a metric by where the value sits in viridis
+    (dark below the middle of the values shown)."""
+    if metric is None:
+        return grid["status"].map(lambda s: "black" if s in LIGHT_STATUSES else "white")
+    values = pd.to_numeric(grid["value"], errors="coerce")
+    middle = (values.min() + values.max()) / 2 if values.notna().any() else 0.0
+    return values.map(lambda v: "black" if pd.isna(v) or v >= middle else "white")
+
+
+def hub_columns(grid: pd.DataFrame) -> pd.DataFrame:
+    """``hub_url`` only where the run's publish record shows a push; ``hub`` says which step or "not published"."""
+    pushed = grid["published_commit"].notna()
+    grid["hub_url"] = ("https://huggingface.co/" + grid["hub_repo_id"].fillna("")).where(pushed)
+    grid["hub"] = [
+        f"published, step {s:.0f} ({c[:7]})" if isinstance(c, str) else "not published"
+        for s, c in zip(grid["published_step"], grid["published_commit"], strict=True)
+    ]
+    return grid
 
 
 @st.cache_data(show_spinner=False)
@@ -61,11 +85,20 @@ def with_metric(grid: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return grid, None
 
 
+WRAP = "split(replace(datum.label, /_(?=[^_]*$)/, '_\\n'), '\\n')"  # "co_rewarding_1" -> "co_rewarding_" / "1"
+
+
 def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
     methods = list(dict.fromkeys(grid["method"]))
     rows = list(dict.fromkeys(grid["row"]))
     base = alt.Chart(grid).encode(
-        x=alt.X("method:N", sort=methods, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
+        # every header shown: no overlap culling, no truncation, long names wrapped at "_"
+        x=alt.X(
+            "method:N",
+            sort=methods,
+            title=None,
+            axis=alt.Axis(orient="top", labelAngle=0, labelOverlap=False, labelLimit=0, labelExpr=WRAP),
+        ),
         y=alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=320)),
     )
     if metric is None:
@@ -74,12 +107,17 @@ def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
         )
     else:
         colour = alt.Color("value:Q", title=metric, scale=alt.Scale(scheme="viridis"))
-    tooltip = ["cell_id:N", "status:N", "run_id:N", "progress:N", "hub_repo_id:N"]
+    tooltip: list[Any] = ["cell_id:N", "status:N", "run_id:N", "progress:N", "hub_repo_id:N", "hub:N"]
     if metric is not None:
         tooltip += [alt.Tooltip("value:Q", format=".4f", title=metric), alt.Tooltip("value_step:Q", title="step")]
     rect = base.mark_rect(stroke="white", strokeWidth=2).encode(color=colour, href="hub_url:N", tooltip=tooltip)
-    text = base.mark_text(fontSize=11, color="black").encode(text="label:N")
-    return (rect + text).properties(height=max(220, 34 * len(rows)))
+    text = base.mark_text(fontSize=11).encode(text="label:N", color=alt.Color("text_colour:N", scale=None, legend=None))
+    # a column at least 110 px wide, so the headers and cell texts fit however narrow the window
+    return (
+        (rect + text)
+        .resolve_scale(color="independent")
+        .properties(width=alt.Step(110), height=max(220, 34 * len(rows)))
+    )
 
 
 require_store()
@@ -90,25 +128,27 @@ source = st.radio(
     "Cells", ["paper matrix", "runs in the store"], index=0 if in_paper or runs.empty else 1, horizontal=True
 )
 cells = paper_cells() if source == "paper matrix" else store_cells(runs)
-grid = cells.merge(runs[["cell_id", "run_id", "status", "last_step", "total_steps"]], on="cell_id", how="left")
+stored = runs[["cell_id", "run_id", "status", "last_step", "total_steps", "published_step", "published_commit"]]
+grid = hub_columns(cells.merge(stored, on="cell_id", how="left"))
 grid["status"] = grid["status"].fillna("not run")
 grid["row"] = grid["base_model"] + " · " + grid["dataset"]
-grid["hub_url"] = "https://huggingface.co/" + grid["hub_repo_id"].fillna("")
 grid["progress"] = [
     f"{s:.0f}/{t:.0f}" if pd.notna(s) and pd.notna(t) else ""
     for s, t in zip(grid["last_step"], grid["total_steps"], strict=True)
 ]
 grid, metric = with_metric(grid)
 grid["label"] = grid["status"] if metric is None else grid["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
+grid["text_colour"] = text_colour(grid, metric)
 counts = grid["status"].value_counts()
 st.caption(
-    f"{len(grid)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ". Click a cell for its Hub repo."
+    f"{len(grid)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {grid['hub_url'].notna().sum()} "
+    "published (click one for its Hub repo)."
 )
 if grid.empty:
     st.info("No runs in the store yet.")
 else:
-    st.altair_chart(chart(grid, metric), width="stretch")
-columns = ["cell_id", "status", "progress", "run_id", "hub_url"] + (["value", "value_step"] if metric else [])
+    st.altair_chart(chart(grid, metric), width="content")
+columns = ["cell_id", "status", "progress", "run_id", "hub", "hub_url"] + (["value", "value_step"] if metric else [])
 table(
     grid[columns],
     "matrix",

@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import query, require_store, table
+from dashboard.common import method_scale, query, require_store, table
 
 require_store()
 st.title("Paper vs reproduction")
@@ -49,7 +49,7 @@ if len(measured):
         .encode(
             x=alt.X("paper:Q", title="paper (%)"),
             y=alt.Y("measured:Q", title="measured (%)"),
-            color="method:N",
+            color=alt.Color("method:N", scale=method_scale(sorted(measured["method"].unique()))),
             shape=alt.Shape("flag:N", title="suspect"),
             tooltip=[
                 "model",

@@ -1,20 +1,61 @@
-"""Samples: per-sample generations with extracted answers and verdicts, filtered by benchmark, verdict, truncation."""
+"""Samples: per-sample generations beside their question and gold answer, filtered by benchmark, each checker's
+verdict, checker disagreement and truncation; a row clicked opens the full question, gold answer and response."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from dashboard.common import query, require_store, table
+from dashboard.queries import SampleFilter
 
 PAGE_SIZE = 50
-CHOICE = {"any": None, "yes": True, "no": False}
+VERDICT = {"any": None, "correct": True, "incorrect": False}
+DISAGREE = {"any": None, "disagree": True, "agree": False}
+TRUNCATED = {"any": None, "yes": True, "no": False}
 
 
 def step_label(step: object) -> str:
     return "base model" if pd.isna(step) else f"step {int(step)}"  # type: ignore[call-overload]
+
+
+def filters(benchmarks: list[str]) -> SampleFilter:
+    """The filter row: benchmark, strict verdict, math-verify verdict, disagreement, truncation."""
+    a, b, c, d, e = st.columns([2, 1, 1, 1, 1])
+    return SampleFilter(
+        benchmarks=tuple(a.multiselect("Benchmark", benchmarks, placeholder="all", key="benchmarks")),
+        strict=VERDICT[b.selectbox("Strict", list(VERDICT), key="strict")],
+        math_verify=VERDICT[c.selectbox("Math-verify", list(VERDICT), key="math_verify")],
+        disagree=DISAGREE[d.selectbox("Checkers", list(DISAGREE), key="disagree")],
+        truncated=TRUNCATED[e.selectbox("Truncated", list(TRUNCATED), key="truncated")],
+    )
+
+
+def selected_row(event: Any) -> int:
+    """The row clicked in the table (the first row when none is)."""
+    rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
+    return int(rows[0]) if rows else 0
+
+
+def show_sample(row: pd.Series, run_id: str, step: int | None) -> None:
+    """The full question, gold answer and response of one sample, with its verdicts."""
+    detail = query("sample_detail", run_id, step, row["benchmark"], row["problem_id"], int(row["sample_index"]))
+    st.markdown(
+        f"**{row['benchmark']} · {row['problem_id']} · sample #{row['sample_index']}** — extracted "
+        f"`{row['extracted_answer']}` · gold `{detail.get('gold')}` · strict: {row['correct_strict']} · "
+        f"math-verify: {row['correct_math_verify']} · truncated: {row['truncated']} · {row['length']} tokens"
+    )
+    question, response = st.columns(2)
+    question.caption("Question")
+    missing = "(not stored: evaluated before questions were recorded)"
+    question.code(detail.get("question") or missing, language=None, wrap_lines=True)
+    question.caption("Gold answer")
+    question.code(detail.get("gold") or "(not stored)", language=None, wrap_lines=True)
+    response.caption("Response")
+    response.code(detail.get("response") or "", language=None, wrap_lines=True)
 
 
 require_store()
@@ -33,24 +74,12 @@ st.subheader("Per benchmark")
 table(query("sample_summary", run_id, step), "sample-summary")
 
 st.subheader("Generations")
-a, b, c, d = st.columns(4)
-benchmarks = a.multiselect("Benchmark", sorted(mine["benchmark"].unique()), placeholder="all", key="benchmarks")
-checker = b.selectbox("Checker", ["strict", "math_verify"], key="checker")
-correct = CHOICE[c.selectbox("Correct", list(CHOICE), key="correct")]
-truncated = CHOICE[d.selectbox("Truncated", list(CHOICE), key="truncated")]
-filters = (run_id, step, benchmarks, checker, correct, truncated)
-total = query("sample_count", *filters)
+where = filters(sorted(mine["benchmark"].unique()))
+total = query("sample_count", run_id, step, where)
 pages = max(1, math.ceil(total / PAGE_SIZE))
-page = st.number_input(f"Page (of {pages}; {total} samples match)", 1, pages, 1)
-rows: pd.DataFrame = query("samples", *filters, PAGE_SIZE, (page - 1) * PAGE_SIZE)
-table(rows, "samples")
+page = st.number_input(f"Page (of {pages}; {total} samples match)", 1, pages, 1, key="page")
+rows: pd.DataFrame = query("samples", run_id, step, where, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+st.caption("Click a row to open its full question, gold answer and response below.")
+event = table(rows, "samples", on_select="rerun", selection_mode="single-row", key="sample_table")
 if len(rows):
-    keys = [f"{r.benchmark} · {r.problem_id} · #{r.sample_index}" for r in rows.itertuples()]
-    pick = st.selectbox("Full response of", range(len(rows)), format_func=lambda i: keys[i])
-    row = rows.iloc[pick]
-    st.markdown(
-        f"**Extracted answer:** `{row['extracted_answer']}` · strict: {row['correct_strict']} · "
-        f"math-verify: {row['correct_math_verify']} · truncated: {row['truncated']} · {row['length']} tokens"
-    )
-    text = query("sample_response", run_id, step, row["benchmark"], row["problem_id"], int(row["sample_index"]))
-    st.code(text, language=None, wrap_lines=True)
+    show_sample(rows.iloc[min(selected_row(event), len(rows) - 1)], run_id, step)

@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
 from corewarding.results.ingest import ingest
+
+
+@pytest.fixture()
+def app(synthetic_store: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The dashboard under Streamlit's AppTest, reading the synthetic store."""
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(synthetic_store))
+    return AppTest.from_file(str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py"), default_timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -69,10 +77,10 @@ def hand_store(tmp_path: Path) -> Path:
         ],
         [
             '{"step": 0, "val_accuracy": 0.3}',
-            '{"step": 1, "reward_mean": 0.5, "response_length_mean": 99}',
-            '{"step": 2, "reward_mean": 0.9, "val_accuracy": 0.6, "response_length_mean": 99}',
-            '{"step": 3, "reward_mean": 0.7, "response_length_mean": 99}',
-            '{"step": 4, "reward_mean": 0.8, "val_accuracy": 0.2, "response_length_mean": 99}',
+            '{"step": 1, "reward_mean": 0.5, "response_length_mean": 99, "step_seconds": 1800}',
+            '{"step": 2, "reward_mean": 0.9, "val_accuracy": 0.6, "response_length_mean": 99, "step_seconds": 1800}',
+            '{"step": 3, "reward_mean": 0.7, "response_length_mean": 99, "step_seconds": 3600}',
+            '{"step": 4, "reward_mean": 0.8, "val_accuracy": 0.2, "response_length_mean": 99, "step_seconds": 1800}',
         ],
     )
     pd.DataFrame(
@@ -87,6 +95,8 @@ def hand_store(tmp_path: Path) -> Path:
             "correct_math_verify": [True, True, False, True, True, True],
             "length": [100, 5, 100, 5, 5, 5],
             "truncated": [False, False, True, False, False, False],
+            "question": ["What is 1+2?"] * 2 + ["Q2"] * 2 + ["x" * 130] * 2,
+            "gold": ["3", "3", "5", "5", "1", "1"],
         }
     ).to_parquet(new / "eval" / "samples.parquet")
     db = tmp_path / "hand.duckdb"

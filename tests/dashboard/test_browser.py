@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +80,40 @@ def server(chromium: str, synthetic_store: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+def _shoot(page: Any, shots: Path, name: str) -> Path:
+    shot = shots / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    errors = page.locator('[data-testid="stException"]')
+    assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
+    assert shot.stat().st_size > 10_000
+    return shot
+
+
+def _new_views(page: Any, server: str, shots: Path) -> None:
+    """The views of issue 15: curves against wall time, a sample opened by a click, the matrix in a narrow window."""
+    page.goto(f"{server}/curves")
+    page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
+    page.get_by_text("wall time", exact=True).click()
+    page.wait_for_timeout(1500)
+    page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
+    _shoot(page, shots, "curves-wall-time")
+    page.goto(f"{server}/samples")
+    grid = page.locator('[data-testid="stDataFrame"]').nth(1)
+    grid.wait_for(timeout=60_000)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + 12, box["y"] + 35 * 3 + 17)  # the selection box of the 3rd row
+    page.get_by_text("AMC · amc-0 · sample #2").wait_for(timeout=30_000)  # the 3rd row, opened below the table
+    page.wait_for_timeout(500)
+    assert page.locator('[data-testid="stCode"]').first.inner_text().startswith("Problem 0 of AMC: what is x")
+    _shoot(page, shots, "samples-clicked-row")
+    page.set_viewport_size({"width": 900, "height": 1000})
+    page.goto(f"{server}/")
+    page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
+    _shoot(page, shots, "matrix-narrow")
+
+
 def test_every_page_renders_in_chromium(chromium: str, server: str, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -95,11 +130,8 @@ def test_every_page_renders_in_chromium(chromium: str, server: str, tmp_path: Pa
                 page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
                 page.wait_for_selector(f'[data-testid="{element}"]', timeout=60_000)
                 page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
-                shot = shots / f"{path or 'matrix'}.png"
-                page.screenshot(path=str(shot), full_page=True)
-                errors = page.locator('[data-testid="stException"]')
-                assert errors.count() == 0, f"{title}: {errors.first.inner_text()}"
-                assert shot.stat().st_size > 10_000
+                _shoot(page, shots, path or "matrix")
+            _new_views(page, server, shots)
         finally:
             browser.close()
     print(f"screenshots in {shots}")

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
+
+from dashboard.common import METHOD_COLOURS
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 
 
-@pytest.fixture()
-def app(synthetic_store: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(synthetic_store))
-    return AppTest.from_file(APP, default_timeout=60)
+def chart(app: AppTest, index: int = 0) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The Vega-Lite spec of a page's chart and its (first) dataset."""
+    proto = app.get("vega_lite_chart")[index].proto
+    return json.loads(proto.spec), convert_arrow_bytes_to_pandas_df(proto.datasets[0].data.data)
 
 
 def render(app: AppTest, page: str | None = None) -> AppTest:
@@ -36,12 +42,31 @@ def test_matrix_page(app: AppTest) -> None:
         "running": 1,
         "failed": 1,
     }
-    assert grid.loc[grid["cell_id"] == "gt_grpo__qwen3-8b-base__dapo14k", "hub_url"].tolist() == [
-        "https://huggingface.co/TMLR-Group-HF/GT-Qwen3-8B-Base-DAPO14k"
+    published = grid[grid["hub_url"].notna()]  # links only where the run folder records a push
+    assert len(published) == 5 and (published["status"] == "finished").all()
+    assert published["hub"].str.match(r"published, step 30 \(001e100\)").all()
+    assert grid.loc[grid["cell_id"] == "gt_grpo__qwen2.5-3b__math", "hub_url"].tolist() == [
+        "https://huggingface.co/TMLR-Group-HF/GT-Qwen2.5-3B-MATH"
     ]
+    assert (grid.loc[grid["hub_url"].isna(), "hub"] == "not published").all()
+    spec, data = chart(app)
+    axis = spec["layer"][0]["encoding"]["x"]["axis"]
+    assert (axis["labelOverlap"], axis["labelLimit"]) == (False, 0)  # no header culled or cut
+    assert spec["layer"][0]["encoding"]["x"]["sort"] == list(METHOD_COLOURS)[:6]
+    colours = data.groupby("status")["text_colour"].unique().map(list).to_dict()
+    assert colours == {"finished": ["white"], "running": ["white"], "failed": ["white"], "not run": ["black"]}
+    assert spec["layer"][1]["encoding"]["color"] == {
+        "field": "text_colour",
+        "legend": None,
+        "scale": None,
+        "type": "nominal",
+    }
     app.sidebar.radio[0].set_value("evaluation metric").run()
     grid = app.dataframe[0].value
     assert grid["value"].notna().sum() == 10 and (grid["value"].dropna().between(0, 1)).all()
+    _, data = chart(app)  # dark (low) viridis values get white text, light (high) ones black
+    low, high = data.loc[data["value"].idxmin()], data.loc[data["value"].idxmax()]
+    assert (low["text_colour"], high["text_colour"]) == ("white", "black")
     app.radio[0].set_value("runs in the store").run()
     assert len(app.dataframe[0].value) == 12
     assert not app.exception
@@ -57,6 +82,10 @@ def test_paper_page(app: AppTest) -> None:
     assert (measured["difference"] - (measured["measured"] - measured["paper"])).abs().max() < 0.011
     assert set(frame.loc[frame["flag"] != "", "benchmark"]) == {"IFEval"}
     assert app.metric[0].value == f"{len(measured)} / 147"
+    colour = chart(app)[0]["layer"][1]["encoding"]["color"]["scale"]
+    assert dict(zip(colour["domain"], colour["range"], strict=True)) == {
+        m: METHOD_COLOURS[m] for m in measured["method"].unique()
+    }
     app.radio[0].set_value("best").run()
     best = app.dataframe[0].value.dropna(subset=["measured"])
     assert len(best) == len(measured) and (best["measured"].values >= measured["measured"].values - 1e-9).all()
@@ -64,40 +93,35 @@ def test_paper_page(app: AppTest) -> None:
     assert app.dataframe[0].value["train_set"].unique().tolist() == ["OpenRS"]
 
 
-def test_curves_page_marks_and_lists_collapses(app: AppTest) -> None:
-    render(app, "views/curves.py")
-    assert app.title[0].value == "Training curves"
-    runs = app.multiselect[0].options
-    voting = next(r for r in runs if r.startswith("majority_voting__qwen2.5-7b"))
-    stable = next(r for r in runs if r.startswith("gt_grpo__qwen2.5-7b"))
-    app.multiselect[0].set_value([voting.split(" ")[0], stable.split(" ")[0]]).run()
-    assert len(app.get("vega_lite_chart")) == 4  # one chart per default metric
-    events = app.dataframe[0].value
-    assert set(events["rule"][events["run_id"].str.startswith("majority_voting")]) >= {
-        "val_drop",
-        "reward_without_labels",
-    }
-    assert not events["run_id"].str.startswith("gt_grpo").any()
-    app.radio[0].set_value("all runs").run()
-    everything = app.dataframe[0].value
-    assert set(everything.loc[everything["run_id"].str.startswith("entropy"), "rule"]) >= {"length_at_cap"}
-    assert len(everything) > len(events)
-
-
-def test_samples_page_filters(app: AppTest) -> None:
+def test_samples_page_shows_question_and_gold_and_filters_by_checker(app: AppTest) -> None:
     render(app, "views/samples.py")
     assert app.title[0].value == "Samples"
     summary, rows = app.dataframe[0].value, app.dataframe[1].value
     assert summary["samples"].tolist() == [16] * 7 and len(rows) == 50
-    app.selectbox(key="correct").set_value("no").run()  # under the strict checker (the default)
+    assert rows["question"].str.match(r"Problem \d of [A-Za-z0-9-]+: what is x").all() and rows["gold"].notna().all()
+    question, gold, response = (c.value for c in app.code)  # no row clicked: the first row, in full
+    assert question == "Problem 0 of AMC: what is x? Put it in \\boxed{}." and gold == rows["gold"][0]
+    assert response.startswith("Step by step for AMC problem 0")
+    app.session_state["sample_table"] = {"selection": {"rows": [3], "columns": []}}  # a click on the 4th row
+    app.run()
+    assert app.code[1].value == rows["gold"][3] and app.code[2].value.endswith(rows["response"][3][-40:])
+    app.selectbox(key="strict").set_value("incorrect").run()
     wrong = app.dataframe[1].value
     assert len(wrong) > 0 and not wrong["correct_strict"].any()
-    app.multiselect(key="benchmarks").set_value(["AMC"]).run()
-    amc = app.dataframe[1].value
-    assert set(amc["benchmark"]) == {"AMC"} and not amc["correct_strict"].any()
+    app.selectbox(key="math_verify").set_value("correct").run()
+    rescued = app.dataframe[1].value  # wrong under strict, right under math-verify
+    assert len(rescued) > 0 and rescued["correct_math_verify"].all() and not rescued["correct_strict"].any()
+    app.selectbox(key="strict").set_value("any")
+    app.selectbox(key="math_verify").set_value("any")
+    app.selectbox(key="disagree").set_value("disagree").run()
+    disagree = app.dataframe[1].value
+    assert len(disagree) == len(rescued)  # strict never accepts what math-verify rejects in this store
+    assert (disagree["correct_strict"] != disagree["correct_math_verify"]).all()
+    app.selectbox(key="disagree").set_value("any")
+    app.multiselect(key="benchmarks").set_value(["AMC"])
     app.selectbox(key="truncated").set_value("yes").run()
-    assert app.dataframe[1].value["truncated"].all()
-    assert "boxed" in app.code[0].value or app.code[0].value.startswith("Step by step")
+    cut = app.dataframe[1].value
+    assert set(cut["benchmark"]) <= {"AMC"} and cut["truncated"].all()
 
 
 def test_data_page(app: AppTest) -> None:

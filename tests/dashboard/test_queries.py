@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -55,27 +56,34 @@ def test_training_queries(hand_store: Path) -> None:
         new = runs["run_id"][0]  # newest first
         by_run = queries.training_metric_by_run(con, "reward_mean").set_index("run_id")
         curves = queries.training_curves(con, [new], ["val_accuracy"])
+        old_curves = queries.training_curves(con, [runs["run_id"][1]], ["reward_mean"])
         inputs = queries.collapse_inputs(con, [new])
         everything = queries.collapse_inputs(con)
         latest = queries.latest_runs(con)
     assert runs["started_at"].dt.month.tolist() == [2, 1]
     assert by_run.loc[new, ["step", "last", "peak"]].tolist() == [4, 0.8, 0.9]
-    assert curves[["step", "value"]].values.tolist() == [[0, 0.3], [2, 0.6], [4, 0.2]]
+    assert curves[["step", "value", "wall_hours"]].values.tolist() == [[0, 0.3, 0.0], [2, 0.6, 1.0], [4, 0.2, 2.5]]
+    assert old_curves["wall_hours"].isna().all()  # a run that logs no step_seconds has no wall time
     assert set(inputs["metric"]) == {"val_accuracy", "reward_mean", "response_length_mean"}
     assert (inputs["cap"] == 100).all() and len(everything) == len(inputs) + 1
     assert latest["run_id"].tolist() == [new]  # one run per cell: the newest
+    assert latest[["published_step", "published_commit"]].isna().all(axis=None)  # no publish record
 
 
 def test_sample_queries_filter_and_page(hand_store: Path) -> None:
+    amc = queries.SampleFilter(benchmarks=("AMC",))
     with store.reader(hand_store) as con:
         run_id = queries.sample_index(con)["run_id"][0]
         summary = queries.sample_summary(con, run_id, 30).set_index("benchmark")
         all_rows = queries.samples(con, run_id, 30)
-        wrong_strict = queries.samples(con, run_id, 30, ["AMC"], "strict", correct=False)
-        wrong_mv = queries.sample_count(con, run_id, 30, ["AMC"], "math_verify", correct=False)
-        cut = queries.samples(con, run_id, 30, truncated=True)
+        wrong_strict = queries.samples(con, run_id, 30, replace(amc, strict=False))
+        wrong_mv = queries.sample_count(con, run_id, 30, replace(amc, math_verify=False))
+        rescued = queries.samples(con, run_id, 30, queries.SampleFilter(strict=False, math_verify=True))
+        disagree = queries.samples(con, run_id, 30, queries.SampleFilter(disagree=True))
+        agree = queries.sample_count(con, run_id, 30, queries.SampleFilter(disagree=False))
+        cut = queries.samples(con, run_id, 30, queries.SampleFilter(truncated=True))
         page2 = queries.samples(con, run_id, 30, limit=4, offset=4)
-        full = queries.sample_response(con, run_id, 30, "AMC", "p1", 0)
+        full = queries.sample_detail(con, run_id, 30, "AMC", "p1", 0)
         none_at_base = queries.sample_count(con, run_id, None)
     assert summary.loc["AMC", ["samples", "problems", "acc_strict", "acc_math_verify", "truncated"]].tolist() == [
         4,
@@ -85,12 +93,18 @@ def test_sample_queries_filter_and_page(hand_store: Path) -> None:
         0.25,
     ]
     assert len(all_rows) == 6
-    assert wrong_strict[["problem_id", "sample_index"]].values.tolist() == [["p1", 1], ["p2", 0]]
+    assert wrong_strict[["problem_id", "sample_index", "question", "gold"]].values.tolist() == [
+        ["p1", 1, "What is 1+2?", "3"],
+        ["p2", 0, "Q2", "5"],
+    ]
     assert wrong_mv == 1
+    assert rescued[["problem_id", "sample_index"]].values.tolist() == [["p1", 1], ["q", 1]]
+    assert disagree.equals(rescued) and agree == 4
     assert cut["problem_id"].tolist() == ["p2"]
     assert page2[["benchmark", "problem_id"]].values.tolist() == [["MATH500", "q"], ["MATH500", "q"]]
     assert all_rows["response"][0].startswith("…") and all_rows["response"][0].endswith("\\boxed{3}")
-    assert len(all_rows["response"][0]) == 401 and full == "x" * 500 + "\\boxed{3}"
+    assert len(all_rows["response"][0]) == 401 and all_rows["question"][4] == "x" * 120 + "…"
+    assert full == {"question": "What is 1+2?", "gold": "3", "response": "x" * 500 + "\\boxed{3}"}
     assert none_at_base == 0
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from corewarding.cli import main
 from corewarding.matrix import load_matrix
-from corewarding.results import synthetic
+from corewarding.results import schema, synthetic
 
 
 def test_ingest_info_and_a_second_ingest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,7 +24,7 @@ def test_ingest_info_and_a_second_ingest(tmp_path: Path, capsys: pytest.CaptureF
     assert again["rows"] == {} and again["changed"] == 0
     assert main(["results", "info", "--db", str(db)]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["schema_version"] == 1 and info["rows"]["runs"] == 2
+    assert info["schema_version"] == schema.SCHEMA_VERSION and info["rows"]["runs"] == 2
     assert info["rows"]["eval_samples"] == 2 * 7 * 16
 
 

@@ -35,20 +35,21 @@ def test_a_new_store_gets_the_current_schema_and_migrating_again_does_nothing(tm
 def test_migrations_upgrade_a_store_in_place_keeping_its_rows(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     ingest(db)
+    nxt = schema.SCHEMA_VERSION + 1
     newer = {
         **schema.MIGRATIONS,
-        2: ["ALTER TABLE runs ADD COLUMN note VARCHAR", "UPDATE paper_results SET value = value"],
+        nxt: ["ALTER TABLE runs ADD COLUMN note VARCHAR", "UPDATE paper_results SET value = value"],
     }
     con = duckdb.connect(str(db))
     try:
-        assert schema.migrate(con, newer) == 2
-        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (2,)
+        assert schema.migrate(con, newer) == nxt
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (nxt,)
         assert con.execute("SELECT count(*) FROM paper_results").fetchone() == (609,)
         assert "note" in [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
     finally:
         con.close()
-    # this code reads v1 only: a v2 store is refused by readers and writers, with what to do
-    with pytest.raises(schema.SchemaError, match="newer than this code's v1"), store.writer(db):
+    # this code reads its own version only: a newer store is refused by readers and writers, with what to do
+    with pytest.raises(schema.SchemaError, match=f"newer than this code's v{schema.SCHEMA_VERSION}"), store.writer(db):
         pass
     with pytest.raises(schema.SchemaError, match="upgrade corewarding"), store.reader(db):
         pass
@@ -57,12 +58,15 @@ def test_migrations_upgrade_a_store_in_place_keeping_its_rows(tmp_path: Path) ->
 def test_a_failing_migration_leaves_the_store_at_its_version(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     ingest(db)
-    broken = {**schema.MIGRATIONS, 2: ["ALTER TABLE runs ADD COLUMN note VARCHAR", "SELECT * FROM no_such_table"]}
+    broken = {
+        **schema.MIGRATIONS,
+        schema.SCHEMA_VERSION + 1: ["ALTER TABLE runs ADD COLUMN note VARCHAR", "SELECT * FROM no_such_table"],
+    }
     con = duckdb.connect(str(db))
     try:
         with pytest.raises(duckdb.Error):
             schema.migrate(con, broken)
-        assert schema.current_version(con) == 1
+        assert schema.current_version(con) == schema.SCHEMA_VERSION
         assert "note" not in [r[0] for r in con.execute("DESCRIBE runs").fetchall()]
     finally:
         con.close()

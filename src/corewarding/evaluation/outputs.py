@@ -30,6 +30,7 @@ SAMPLE_SCHEMA = pa.schema(
         ("benchmark", pa.string()),
         ("problem_id", pa.string()),
         ("sample_index", pa.int32()),
+        ("question", pa.string()),
         ("response", pa.string()),
         ("extracted_answer", pa.string()),
         ("gold", pa.string()),
@@ -59,11 +60,18 @@ METRIC_SCHEMA = pa.schema(
 )
 
 
+def question_of(problem: Problem) -> str | None:
+    """The text the model answered: the last user message of the problem's chat (None without one)."""
+    users = [m.get("content") for m in problem.messages if m.get("role") == "user"]
+    return str(users[-1]) if users and users[-1] is not None else None
+
+
 def sample_rows(
     cfg: DictConfig, target: Target, problems: list[Problem], generations: list[dict[str, Any]], checker: Any
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Score every generation under the configured checkers; return the per-sample records and the counts."""
     gold_of = {p.problem_id: p.gold for p in problems}
+    question = {p.problem_id: question_of(p) for p in problems}
     responses = [g["response"] for g in generations]
     golds = [gold_of[g["problem_id"]] for g in generations]
     scored = score_responses(responses, golds, checkers=list(cfg.checkers), math_verify=checker)
@@ -75,6 +83,7 @@ def sample_rows(
                 "benchmark": str(cfg.benchmark.name),
                 "problem_id": g["problem_id"],
                 "sample_index": g["sample_index"],
+                "question": question[g["problem_id"]],
                 "response": g["response"],
                 "extracted_answer": scored.extracted[i],
                 "gold": golds[i],
@@ -151,8 +160,16 @@ def _complete_units(units_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     return units
 
 
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the schema's columns in order; a column an older unit file lacks (``question``) is null."""
+    for name in schema.names:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, schema.field(name).type))
+    return table.select(schema.names).cast(schema)
+
+
 def _concat(paths: list[Path], schema: pa.Schema) -> pa.Table:
-    tables = [pq.read_table(p).select(schema.names).cast(schema) for p in paths]
+    tables = [_conform(pq.read_table(p), schema) for p in paths]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

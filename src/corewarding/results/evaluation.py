@@ -4,8 +4,8 @@ metrics.parquet: step (null = the base model), benchmark, checker (strict | math
 zeroeval for the external benchmarks), metric (pass@1, avg@8, pass@8, maj@8 ...), value (a fraction in [0, 1] for
 those), ci_low, ci_high, n (samples per problem), num_problems, temperature, seed, model_revision.
 samples.parquet: step, benchmark, problem_id, sample_index, response, extracted_answer, correct_strict,
-correct_math_verify, length (tokens), truncated. Extra columns are ignored; optional
-columns that are absent load as NULL.
+correct_math_verify, length (tokens), truncated, question (the prompt's last user message), gold (the reference
+answer). Extra columns are ignored; optional columns that are absent (older files) load as NULL.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ SAMPLE_COLUMNS = [
     ("correct_math_verify", "BOOLEAN", False),
     ("length", "INTEGER", False),
     ("truncated", "BOOLEAN", False),
+    ("question", "VARCHAR", False),
+    ("gold", "VARCHAR", False),
 ]
 
 
@@ -124,7 +126,8 @@ def insert_eval_samples(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
     names = ", ".join(name for name, _, _ in SAMPLE_COLUMNS)
     return _insert(
         con,
-        f"INSERT INTO eval_samples SELECT ?, {names} FROM incoming ORDER BY step, benchmark, problem_id, sample_index",
+        f"INSERT INTO eval_samples (run_id, {names}) SELECT ?, {names} FROM incoming "
+        "ORDER BY step, benchmark, problem_id, sample_index",
         run_id,
     )
 

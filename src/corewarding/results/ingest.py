@@ -38,6 +38,7 @@ class IngestSummary:
     changed: list[str] = field(default_factory=list)
     unchanged: int = 0
     rows: dict[str, int] = field(default_factory=dict)
+    duplicates: list[str] = field(default_factory=list)  # run folders skipped: a copy of a run ingested from elsewhere
 
     def add(self, table: str, count: int) -> None:
         self.rows[table] = self.rows.get(table, 0) + count
@@ -48,6 +49,7 @@ class IngestSummary:
             "reports": self.reports,
             "changed": len(self.changed),
             "unchanged": self.unchanged,
+            "duplicates_skipped": len(self.duplicates),
             "rows": self.rows,
         }
 
@@ -113,9 +115,11 @@ RUN_SOURCES = {
 }
 
 
-def ingest_run(con: duckdb.DuckDBPyConnection, run_dir: Path, summary: IngestSummary) -> None:
+def ingest_run(
+    con: duckdb.DuckDBPyConnection, run_dir: Path, summary: IngestSummary, info: runs.RunInfo | None = None
+) -> None:
     """Upsert the run's row and replace the rows of each of its files that changed, in one transaction."""
-    info = runs.read_run_info(run_dir)
+    info = info or runs.read_run_info(run_dir)
     loaders: dict[str, Loader] = {
         "metrics": _metrics_loader(allow_partial_tail=info.status in ("running", "incomplete", "interrupted")),
         "eval_metrics": evaluation.insert_eval_metrics,
@@ -147,6 +151,61 @@ def ingest_run(con: duckdb.DuckDBPyConnection, run_dir: Path, summary: IngestSum
 
     _transaction(con, body)
     summary.runs += 1
+
+
+RUN_TABLES = ("training_metrics", "eval_metrics", "eval_samples", "runs")
+
+
+Identity = tuple[str, str, str]
+
+
+def _stored_identities(con: duckdb.DuckDBPyConnection) -> dict[Identity, runs.RunInfo | str]:
+    """Identity -> run_id of the stored runs whose folder still holds a run (shallowest path first)."""
+    rows = con.execute(
+        """SELECT run_id, run_dir, cell_id, started_at, coalesce(config_hash, '') FROM runs
+        WHERE started_at IS NOT NULL ORDER BY length(run_dir), run_dir"""
+    ).fetchall()
+    found: dict[Identity, runs.RunInfo | str] = {}
+    for run_id, run_dir, cell_id, started, config_hash in rows:
+        if run_dir and runs.is_run_dir(Path(run_dir)):
+            found.setdefault((str(cell_id), started.isoformat(), str(config_hash)), str(run_id))
+    return found
+
+
+def unique_runs(
+    con: duckdb.DuckDBPyConnection, infos: Sequence[runs.RunInfo], summary: IngestSummary
+) -> list[runs.RunInfo]:
+    """One folder per training run: a folder holding a copy of a run found elsewhere (same cell, ``run.json`` start
+    and config hash) is skipped, counted and logged. The run already in the store wins, else the shallowest path;
+    rows an earlier ingest stored from a skipped copy are removed."""
+    kept = _stored_identities(con)
+    in_store = {str(r[0]) for r in con.execute("SELECT run_id FROM runs").fetchall()}
+    out = []
+    for info in sorted(infos, key=lambda i: (len(i.run_dir.parts), str(i.run_dir))):
+        key = info.identity
+        first = kept.get(key) if key is not None else None
+        if key is None or first is None or first == info.run_id:
+            if key is not None:
+                kept[key] = info
+            out.append(info)
+            continue
+        where = first if isinstance(first, str) else f"{first.run_id} ({first.run_dir})"
+        log.warning("%s: a copy of run %s: skipped", info.run_dir, where)
+        summary.duplicates.append(str(info.run_dir))
+        if info.run_id in in_store:
+            _drop_run(con, info.run_id)
+    return sorted(out, key=lambda i: str(i.run_dir))
+
+
+def _drop_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Remove every row of a run (and its ledger entries) in one transaction."""
+
+    def body() -> None:
+        for table in RUN_TABLES:  # the names are constants, never input
+            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+        con.execute("DELETE FROM sources WHERE owner = ?", [run_id])
+
+    _transaction(con, body)
 
 
 QUALITY_TABLES = ("quality_reports", "quality_reasons", "quality_rows", "quality_counts")
@@ -225,11 +284,18 @@ def ingest(
         if not runs.is_run_dir(folder):
             raise FileNotFoundError(f"{folder}: not a run folder (needs config.yaml and metrics.jsonl)")
     reports = [p for d in data_dirs for p in quality.find_reports(d)]
+    infos = [runs.read_run_info(folder) for folder in folders]  # every folder read before any write
     summary = IngestSummary()
     with writer(db, timeout=timeout) as con:
         ensure_reference(con, summary)
-        for folder in folders:
-            ingest_run(con, folder, summary)
+        for info in unique_runs(con, infos, summary):
+            ingest_run(con, info.run_dir, summary, info)
         ingest_reports(con, reports, summary)
-    log.info("ingested %d run(s), %d report(s): %s", summary.runs, summary.reports, summary.rows)
+    log.info(
+        "ingested %d run(s), %d report(s), skipped %d copied run folder(s): %s",
+        summary.runs,
+        summary.reports,
+        len(summary.duplicates),
+        summary.rows,
+    )
     return summary

@@ -27,6 +27,8 @@ METRICS = "metrics.jsonl"
 RECORD = "run.json"
 EVAL_METRICS = Path("eval") / "metrics.parquet"
 EVAL_SAMPLES = Path("eval") / "samples.parquet"
+PUBLISH = "publish"  # <run>/publish/global_step_N/: the Hub folders `corewarding publish` builds (not runs)
+PUSH_RECORD = ".pushed.json"  # in a publish folder: each successful push (repo, revision, commit)
 
 
 RUN_COLUMNS = (
@@ -48,6 +50,8 @@ RUN_COLUMNS = (
     "last_step",
     "max_response_length",
     "error",
+    "published_step",
+    "published_commit",
 )  # the order of RunInfo.row()
 
 
@@ -74,6 +78,19 @@ class RunInfo:
     last_step: int | None = None
     max_response_length: int | None = None
     error: str | None = None
+    published_step: int | None = None  # the newest step a push to the Hub is recorded for (None: not published)
+    published_commit: str | None = None
+    from_record: bool = False  # the start time comes from run.json (not a file time)
+
+    @property
+    def identity(self) -> tuple[str, str, str] | None:
+        """What names one training run wherever its folder is copied: cell, ``run.json`` start, config hash.
+
+        None when the folder has no ``run.json`` start (its start is then a file time, which a copy changes).
+        """
+        if not self.from_record or self.started_at is None:
+            return None
+        return self.cell.cell_id, self.started_at.isoformat(), self.config_hash or ""
 
     def row(self) -> list[Any]:
         """Values in the column order of ``runs``."""
@@ -97,6 +114,8 @@ class RunInfo:
             self.last_step,
             self.max_response_length,
             self.error,
+            self.published_step,
+            self.published_commit,
         ]
 
 
@@ -106,17 +125,26 @@ def is_run_dir(path: Path) -> bool:
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Every run folder at or under ``root`` (a folder with config.yaml and metrics.jsonl or eval/metrics.parquet),
-    except under hidden folders (runs moved aside to ``runs/.superseded/``)."""
+    except under hidden folders (runs moved aside to ``runs/.superseded/``), ``checkpoints/`` and ``publish/``
+    (copies made for the Hub), and folders inside another run folder (a copy of a run is not a second run)."""
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder")
-    found = [
-        p.parent
-        for p in root.rglob(CONFIG)
-        if is_run_dir(p.parent)
-        and "checkpoints" not in p.parts
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)  # runs/.superseded/ etc.
-    ]
-    return sorted(set(found))
+    found = sorted(
+        {
+            p.parent
+            for p in root.rglob(CONFIG)
+            if is_run_dir(p.parent)
+            and not {"checkpoints", PUBLISH} & set(p.relative_to(root).parts)
+            and not any(part.startswith(".") for part in p.relative_to(root).parts)  # runs/.superseded/ etc.
+        }
+    )
+    outer: list[Path] = []
+    for path in found:  # sorted: a run folder comes before the folders inside it
+        if any(path.is_relative_to(o) for o in outer):
+            log.info("%s: inside run folder %s, not a run of its own: skipped", path, outer[-1])
+            continue
+        outer.append(path)
+    return outer
 
 
 def run_id_of(cell: Cell, run_dir: Path) -> str:
@@ -179,6 +207,23 @@ def _record(run_dir: Path) -> dict[str, Any]:
     return record
 
 
+def published(run_dir: Path, repo_id: str | None) -> tuple[int | None, str | None]:
+    """(step, commit) of the newest step whose publish folder records a push to ``repo_id`` (main preferred)."""
+    best: tuple[int | None, str | None] = (None, None)
+    for marker in sorted((run_dir / PUBLISH).glob(f"global_step_*/{PUSH_RECORD}")):
+        try:
+            step = int(marker.parent.name.removeprefix("global_step_"))
+            pushes = json.loads(marker.read_text()).get("pushes") or []
+        except (ValueError, AttributeError, OSError) as exc:
+            log.warning("%s: unreadable push record, not counted as published (%s)", marker, exc)
+            continue
+        mine = [p for p in pushes if isinstance(p, dict) and p.get("repo_id") == repo_id and p.get("commit")]
+        mine.sort(key=lambda p: p.get("revision") != "main")
+        if mine and (best[0] is None or step > best[0]):
+            best = (step, str(mine[0]["commit"]))
+    return best
+
+
 def read_run_info(run_dir: Path) -> RunInfo:
     """Identity, status and provenance of the run in ``run_dir``."""
     cfg = _config(run_dir)
@@ -195,6 +240,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
     ended = _parse_time(record.get("ended_at"), run_dir / RECORD, "ended_at")
     if ended is None and not record and status == "finished" and (run_dir / METRICS).is_file():
         ended = _mtime(run_dir / METRICS)
+    published_step, commit = published(run_dir, hub)
     return RunInfo(
         run_id=run_id_of(cell, run_dir),
         cell=cell,
@@ -211,6 +257,9 @@ def read_run_info(run_dir: Path) -> RunInfo:
         last_step=int(last) if last is not None else None,
         max_response_length=(cfg.get("grpo") or {}).get("max_response_length"),
         error=record.get("error"),
+        published_step=published_step,
+        published_commit=commit,
+        from_record=bool(record.get("started_at")),
     )
 
 

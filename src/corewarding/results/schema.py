@@ -54,8 +54,18 @@ _V1 = [
         rows BIGINT, ingested_at TIMESTAMP, PRIMARY KEY (owner, kind))""",
 ]
 
+# v2: each sample's question and gold answer; what the run folder's publish record says was pushed to the Hub. The
+# ledger forgets the samples files so the next ingest reloads them with the new columns (NULL where a file lacks them).
+_V2 = [
+    "ALTER TABLE eval_samples ADD COLUMN question VARCHAR",
+    "ALTER TABLE eval_samples ADD COLUMN gold VARCHAR",
+    "ALTER TABLE runs ADD COLUMN published_step INTEGER",
+    "ALTER TABLE runs ADD COLUMN published_commit VARCHAR",
+    "DELETE FROM sources WHERE kind = 'eval_samples'",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from corewarding.matrix import Cell
+from corewarding.matrix import Cell, hub_repo_id
 from corewarding.results.reference import load_reference
 
 BENCHMARKS = ("MATH500", "GSM8K", "AMC", "LCB", "CRUX", "IFEval", "MMLU-Pro")
@@ -159,6 +159,7 @@ def eval_samples(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
     for bench in BENCHMARKS:
         answers = rng.integers(0, 50, n)
         correct = rng.random(n) < 0.6
+        gold = [str(a if c else a + 1) for a, c in zip(answers, correct, strict=True)]
         truncated = rng.random(n) < 0.05
         length = rng.integers(100, spec.max_response_length, n)
         body = [
@@ -172,13 +173,15 @@ def eval_samples(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
                     "benchmark": bench,
                     "problem_id": [f"{bench.lower()}-{p}" for p in problems],
                     "sample_index": np.arange(n) % 8,
+                    "question": [f"Problem {p} of {bench}: what is x? Put it in \\boxed{{}}." for p in problems],
+                    "gold": gold,
                     "response": [
                         b + ("" if t else f"So the answer is \\boxed{{{a}}}.")
                         for b, t, a in zip(body, truncated, answers, strict=True)
                     ],
                     "extracted_answer": [None if t else str(a) for t, a in zip(truncated, answers, strict=True)],
                     "correct_strict": correct & ~truncated,
-                    "correct_math_verify": (correct | (rng.random(n) < 0.05)) & ~truncated,
+                    "correct_math_verify": (correct | (rng.random(n) < 0.2)) & ~truncated,  # checkers disagree
                     "length": length,
                     "truncated": truncated,
                 }
@@ -228,6 +231,19 @@ def write_run(run_dir: Path, cell: Cell, spec: SyntheticSpec, seed: int, status:
         eval_metrics(cell, spec, seed).to_parquet(run_dir / "eval" / "metrics.parquet", index=False)
         eval_samples(cell, spec, seed).to_parquet(run_dir / "eval" / "samples.parquet", index=False)
     return run_dir
+
+
+def write_push_record(run_dir: Path, repo_id: str, step: int) -> Path:
+    """The record ``corewarding publish --push`` leaves in ``publish/global_step_N/`` (pushed to the step branch
+    and main); the commits are made up."""
+    folder = run_dir / "publish" / f"global_step_{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    pushes = [
+        {"repo_id": repo_id, "repo_type": "model", "revision": revision, "commit": f"{step:04x}{i}" + "0" * 35}
+        for i, revision in enumerate((f"global_step_{step}", "main"))
+    ]
+    (folder / ".pushed.json").write_text(json.dumps({"pushes": pushes}, indent=2))
+    return folder
 
 
 def write_quality_report(path: Path, dataset: str, stage: str, rows_in: int, seed: int) -> Path:
@@ -281,12 +297,15 @@ def write_result_set(
     root: Path, cells: Sequence[Cell], spec: SyntheticSpec, all_finished: bool = False
 ) -> tuple[Path, Path]:
     """``root/runs/<cell_id>`` for every cell (the 2nd running and the 3rd failed, unless ``all_finished`` or there
-    are 4 cells or fewer) and ``root/data/<dataset>/*.quality.json``; returns (runs folder, data folder)."""
+    are 4 cells or fewer; every other finished one pushed to the Hub) and ``root/data/<dataset>/*.quality.json``;
+    returns (runs folder, data folder)."""
     runs, data = root / "runs", root / "data"
     for i, cell in enumerate(cells):
         mixed = len(cells) > 4 and not all_finished
         status = {1: "running", 2: "failed"}.get(i, "finished") if mixed else "finished"
         write_run(runs / cell.cell_id, cell, spec, seed=i, status=status)
+        if status == "finished" and i % 2 == 0:
+            write_push_record(runs / cell.cell_id, hub_repo_id(cell), spec.steps)
     for j, dataset in enumerate(sorted({c.dataset for c in cells})):
         write_quality_report(data / dataset / "train.quality.json", dataset, "prepare", 7500, seed=j)
         write_quality_report(data / dataset / "train_rephrased.quality.json", dataset, "rephrase", 7480, seed=j + 10)

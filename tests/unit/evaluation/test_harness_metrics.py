@@ -71,6 +71,7 @@ def test_metrics_of_scripted_answers(tmp_path: Path) -> None:
     samples = pq.read_table(tmp_path / "out/eval/samples.parquet").to_pylist()
     by_id = {(s["problem_id"], s["sample_index"]): s for s in samples}
     assert by_id[("0", 1)]["extracted_answer"] == "142.0"
+    assert (by_id[("0", 1)]["question"], by_id[("0", 1)]["gold"]) == ("p0", "142")  # beside each response
     assert (by_id[("0", 1)]["correct_strict"], by_id[("0", 1)]["correct_math_verify"]) == (False, True)
     assert by_id[("0", 3)]["extracted_answer"] == "" and not by_id[("0", 3)]["correct_math_verify"]
 
