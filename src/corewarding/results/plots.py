@@ -45,7 +45,7 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
     first = math.floor(low / step) * step
-    return [round(first + i * step, 10) for i in range(math.ceil((high - first) / step) + 1)]
+    return [float(round(first + i * step, 10)) for i in range(math.ceil((high - first) / step) + 1)]
 
 
 class _Frame:
