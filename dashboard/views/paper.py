@@ -6,7 +6,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import method_scale, query, require_store, table
+from corewarding.results.report import build_report
+from dashboard.common import db_path, method_scale, query, require_store, table
 
 require_store()
 st.title("Paper vs reproduction")
@@ -30,6 +31,16 @@ policy = right.radio(
     ["latest", "best"],
     horizontal=True,
     help="latest: the last evaluated step; best: the step with the highest value (optimistic)",
+)
+st.download_button(
+    "Download the reproduction report (HTML)",
+    lambda: build_report(db_path(), "paper", checker, policy),  # built on click, like `corewarding report`
+    file_name="report-paper.html",
+    mime="text/html",
+    on_click="ignore",
+    key="report-html",
+    help="Every paper cell of the paper matrix beside its measured value and interval, the cells outside their "
+    "interval and the collapse events, in one self-contained file (this checker and checkpoint)",
 )
 frame: pd.DataFrame = query("paper_comparison", paper_table, checker, policy)
 frame.insert(0, "flag", frame.pop("suspect").map({True: "⚠ suspect", False: ""}))

@@ -1,4 +1,4 @@
-"""``corewarding results ingest|info|synthetic`` and ``corewarding dashboard``."""
+"""``corewarding results ingest|info|synthetic``, ``corewarding report`` and ``corewarding dashboard``."""
 
 from __future__ import annotations
 
@@ -69,6 +69,33 @@ def _synthetic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    """Write the reproduction report of a matrix as one HTML file (atomically: a reader never sees half of it)."""
+    import duckdb
+
+    from corewarding.results.report import ReportError, build_report
+    from corewarding.results.schema import SchemaError
+    from corewarding.results.store import StoreBusyError
+
+    db = _db(args)
+    out = Path(args.out) if args.out else Path("results") / f"report-{args.matrix}.html"
+    try:
+        text = build_report(db, args.matrix, args.checker, args.policy)
+    except (FileNotFoundError, ReportError, SchemaError, StoreBusyError) as exc:
+        return _fail(exc)
+    except duckdb.Error as exc:  # e.g. a file that is not a DuckDB database
+        return _fail(f"{db}: cannot be read as a results store: {exc}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    print(json.dumps({"db": str(db), "matrix": args.matrix, "out": str(out), "bytes": len(text.encode())}))
+    return 0
+
+
 def _dashboard(args: argparse.Namespace) -> int:
     """Serve the dashboard: Streamlit takes over this process (exec), so it never outlives the command's PID."""
     db = _db(args).resolve()
@@ -103,7 +130,7 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``results`` and ``dashboard`` to the top-level parser."""
+    """Add ``results``, ``report`` and ``dashboard`` to the top-level parser."""
     results = sub.add_parser("results", help="the DuckDB results store").add_subparsers(dest="action", required=True)
     ingest = results.add_parser("ingest", help="ingest run folders and data-quality reports (idempotent)")
     ingest.add_argument("--db", default=None, help=DB_HELP)
@@ -130,6 +157,16 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     synthetic.add_argument("--steps", type=int, default=120)
     synthetic.add_argument("--samples", type=int, default=400, help="evaluation samples per run and benchmark")
     synthetic.set_defaults(func=_synthetic)
+
+    report = sub.add_parser("report", help="write a self-contained HTML report of paper vs reproduced numbers")
+    report.add_argument("--matrix", default="paper", help="the matrix whose cells the report covers")
+    report.add_argument("--db", default=None, help=DB_HELP)
+    report.add_argument("--out", default=None, help="the HTML file (default: results/report-<matrix>.html)")
+    report.add_argument("--checker", default="math_verify", choices=["math_verify", "strict"])
+    report.add_argument(
+        "--policy", default="latest", choices=["latest", "best"], help="which checkpoint of each run is compared"
+    )
+    report.set_defaults(func=_report)
 
     dashboard = sub.add_parser("dashboard", help="the Streamlit dashboard over the results store (read-only)")
     dashboard.add_argument("--db", default=None, help=DB_HELP)

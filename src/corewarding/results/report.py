@@ -1,0 +1,279 @@
+"""The reproduction report: one self-contained HTML file of paper vs reproduced numbers, for a matrix.
+
+It reads the store through a read-only connection and the same queries as the dashboard's paper page
+(``corewarding.results.read``): per benchmark, each paper cell of the matrix beside the measured value, its bootstrap
+interval and the difference; the cells whose paper value lies outside the measured interval; and the collapse events
+of the matrix's runs. Charts are hand-written SVG embedded as ``data:`` URIs; the file has no scripts and fetches
+nothing when opened. Every text that comes from the store is escaped.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from corewarding.matrix import Cell
+from corewarding.results import plots
+from corewarding.results.collapse import CollapseRules, detect_collapse
+from corewarding.results.read import collapse_inputs, paper_comparison, paper_tables
+from corewarding.results.store import reader
+
+log = logging.getLogger(__name__)
+
+OUTSIDE, WITHIN, NO_CI, NOT_MEASURED = "outside CI", "within CI", "no CI", "not measured"
+MAX_LINES = 12  # runs drawn per collapse chart
+RULES = CollapseRules()  # the dashboard's defaults
+
+
+class ReportError(RuntimeError):
+    """The store cannot give a report (it holds no paper numbers or no runs)."""
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the report shows, gathered from the store."""
+
+    matrix: str
+    db: str
+    generated: datetime
+    checker: str
+    policy: str
+    cells: int
+    comparison: pd.DataFrame  # one row per paper cell of the matrix, with ``table`` and ``verdict``
+    runs: pd.DataFrame  # the store's runs of the matrix's cells
+    events: pd.DataFrame  # collapse events of those runs (run_id, rule, step, detail)
+    curves: pd.DataFrame  # the metrics collapse detection read (run_id, step, metric, value, cap)
+
+
+def _verdict(frame: pd.DataFrame) -> pd.Series:
+    """Whether each paper value lies inside the measured interval (both in percent)."""
+    measured = frame["measured"].notna()
+    has_ci = measured & frame["ci_low"].notna() & frame["ci_high"].notna()
+    outside = has_ci & ((frame["paper"] < frame["ci_low"]) | (frame["paper"] > frame["ci_high"]))
+    verdict = pd.Series(NOT_MEASURED, index=frame.index)
+    verdict[measured] = NO_CI
+    verdict[has_ci] = WITHIN
+    verdict[outside] = OUTSIDE
+    return verdict
+
+
+def comparison_for(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], checker: str, policy: str) -> pd.DataFrame:
+    """Every paper cell of the matrix (trained cells and their base models) beside its measured value.
+
+    A cell the paper prints in several tables (the ablation table repeats Table 1 and 2) appears once, from the first.
+    """
+    names = con.execute("SELECT DISTINCT model, train_set, base_model, dataset FROM paper_results").fetchdf()
+    frames = [paper_comparison(con, t, checker, policy).assign(table=t) for t in paper_tables(con)]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames, ignore_index=True).merge(names, on=["model", "train_set"], how="left")
+    trained = {(c.method, c.base_model, c.dataset) for c in cells}
+    bases = {(c.base_model, c.dataset) for c in cells}
+    keep = [
+        (m, b, d) in trained or (m == "base" and (b, d) in bases)
+        for m, b, d in zip(frame["method"], frame["base_model"], frame["dataset"], strict=True)
+    ]
+    frame = frame[keep].drop_duplicates(["train_set", "model", "method", "benchmark"]).reset_index(drop=True)
+    return frame.assign(verdict=_verdict(frame))
+
+
+def collect(
+    con: duckdb.DuckDBPyConnection,
+    matrix: str,
+    cells: Sequence[Cell],
+    db: str,
+    checker: str = "math_verify",
+    policy: str = "latest",
+    rules: CollapseRules = RULES,
+) -> ReportData:
+    """Gather the report's tables from a read-only connection."""
+    counts = con.execute("SELECT (SELECT count(*) FROM paper_results), (SELECT count(*) FROM runs)").fetchone()
+    if not counts or not counts[0] or not counts[1]:
+        raise ReportError(f"{db} is empty (no paper numbers or no runs): run `corewarding results ingest` first")
+    runs = con.execute(
+        "SELECT run_id, cell_id, status, backend, last_step, total_steps FROM runs WHERE list_contains(?, cell_id) "
+        "ORDER BY cell_id, run_id",
+        [[c.cell_id for c in cells]],
+    ).fetchdf()
+    curves = collapse_inputs(con, runs["run_id"].tolist()) if len(runs) else pd.DataFrame()
+    caps = curves.groupby("run_id")["cap"].first().to_dict() if len(curves) else {}
+    events = detect_collapse(curves, caps, rules) if len(curves) else pd.DataFrame(columns=["run_id", "rule"])
+    comparison = comparison_for(con, cells, checker, policy)
+    log.info("report: %d paper cells, %d runs, %d collapse events", len(comparison), len(runs), len(events))
+    return ReportData(matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves)
+
+
+def _num(value: object, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "–"
+    return f"{float(value):.{digits}f}" if isinstance(value, float) else escape(str(value))
+
+
+def _ci(row: pd.Series) -> str:
+    if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
+        return "–"
+    return f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
+
+
+def _table(headers: Sequence[str], rows: Iterable[tuple[Sequence[str], str]]) -> str:
+    """An HTML table; each row is (cells already escaped, a CSS class or '')."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(f'<tr class="{css}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for cells, css in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell_rows(frame: pd.DataFrame, with_benchmark: bool) -> list[tuple[list[str], str]]:
+    rows = []
+    for _, r in frame.iterrows():
+        cells = [escape(str(r["benchmark"]))] if with_benchmark else []
+        cells += [escape(str(r[c])) for c in ("table", "train_set", "model", "method", "metric")]
+        paper = _num(r["paper"]) + (" ⚠" if r["suspect"] is True else "")
+        cells += [paper, _num(r["measured"]), _ci(r), _num(r["difference"]), _num(r["checkpoint_step"])]
+        cells += [escape(str(r["verdict"])), _num(r["run_id"])]
+        rows.append((cells, "out" if r["verdict"] == OUTSIDE else ""))
+    return rows
+
+
+CELL_HEADERS = ["table", "train set", "model", "method", "metric", "paper", "measured", "95% CI", "Δ", "step"]
+CELL_HEADERS += ["verdict", "run"]
+
+
+def _flagged_section(comparison: pd.DataFrame) -> str:
+    flagged = comparison[comparison["verdict"] == OUTSIDE] if len(comparison) else comparison
+    if not len(flagged):
+        return (
+            "<h2>Cells outside their interval</h2><p>No measured cell differs from the paper beyond its interval.</p>"
+        )
+    flagged = flagged.reindex(flagged["difference"].abs().sort_values(ascending=False).index)
+    return (
+        f'<h2 id="flagged">Cells outside their interval ({len(flagged)})</h2>'
+        "<p>The paper's value lies outside the measured bootstrap interval; largest differences first.</p>"
+        + _table(["benchmark", *CELL_HEADERS], _cell_rows(flagged, with_benchmark=True))
+    )
+
+
+def _benchmark_sections(comparison: pd.DataFrame) -> str:
+    parts = []
+    for bench, frame in comparison.groupby("benchmark", sort=False) if len(comparison) else []:
+        measured = frame.dropna(subset=["measured"])
+        points = [
+            plots.Point(
+                r.paper, r.measured, r.ci_low, r.ci_high, r.verdict == OUTSIDE, f"{r.model} {r.train_set} {r.method}"
+            )
+            for r in measured.itertuples()
+        ]
+        uri = plots.data_uri(plots.scatter(points, str(bench)))
+        chart = f'<img alt="{escape(str(bench))}: measured vs paper" src="{uri}">'
+        out = int((frame["verdict"] == OUTSIDE).sum())
+        parts.append(
+            f'<section class="benchmark"><h3>{escape(str(bench))}</h3>'
+            f"<p>{len(measured)} of {len(frame)} cells measured, {out} outside their interval.</p>"
+            + (chart if points else "")
+            + _table(CELL_HEADERS, _cell_rows(frame, with_benchmark=False))
+            + "</section>"
+        )
+    return "<h2>By benchmark</h2>" + ("".join(parts) or "<p>No paper cell belongs to this matrix.</p>")
+
+
+def _collapse_charts(data: ReportData) -> list[str]:
+    """One chart per method: validation accuracy of its runs that collapsed, event steps marked."""
+    hit = data.runs[data.runs["run_id"].isin(data.events["run_id"])]
+    val = data.curves[data.curves["metric"] == "val_accuracy"] if len(data.curves) else data.curves
+    charts = []
+    for method, group in hit.groupby(hit["cell_id"].str.split("__").str[0], sort=True):
+        ids = group["run_id"].tolist()[:MAX_LINES]
+        series = {
+            i: (s["step"].tolist(), s["value"].tolist())
+            for i, s in val[val["run_id"].isin(ids)].sort_values("step").groupby("run_id")
+        }
+        if not series:
+            continue
+        marks = data.events[data.events["run_id"].isin(ids)].groupby("run_id")["step"].apply(list).to_dict()
+        title = f"{method}: val_accuracy" + (
+            f" (first {MAX_LINES} of {len(group)} runs)" if len(group) > MAX_LINES else ""
+        )
+        svg = plots.lines(series, marks, title, y_label="val_accuracy")
+        charts.append(f'<img alt="{escape(title)}" src="{plots.data_uri(svg)}">')
+    return charts
+
+
+def _collapse_section(data: ReportData) -> str:
+    if not len(data.events):
+        return "<h2>Collapse events</h2><p>No run of this matrix shows a collapse signature.</p>"
+    status = dict(zip(data.runs["run_id"], data.runs["status"], strict=True))
+    rows = [
+        ([escape(str(e.run_id)), escape(str(status.get(e.run_id, ""))), escape(str(e.rule)), str(e.step),
+          escape(str(e.detail))], "")
+        for e in data.events.itertuples()
+    ]  # fmt: skip
+    runs = data.events["run_id"].nunique()
+    return (
+        f'<h2 id="collapse">Collapse events ({len(data.events)} in {runs} run(s))</h2>'
+        "<p>val_drop: validation accuracy fell more than a margin below its peak; reward_without_labels: reward near "
+        "1 while pseudo-label accuracy fell; length_at_cap: mean response length pinned at the cap. Dashed lines mark "
+        "the first step of each event.</p>"
+        + "".join(_collapse_charts(data))
+        + _table(["run", "status", "rule", "step", "detail"], rows)
+    )
+
+
+STYLE = """body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em;
+font-size:12px}th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#f3f3f3}
+tr.out td{background:#fde2e1}.warn{background:#fff4ce;padding:.5em;border:1px solid #e0c060}img{margin:.3em}
+dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:bold}"""
+
+
+def _header(data: ReportData) -> str:
+    comparison = data.comparison
+    measured = int(comparison["measured"].notna().sum()) if len(comparison) else 0
+    outside = int((comparison["verdict"] == OUTSIDE).sum()) if len(comparison) else 0
+    synthetic = int((data.runs["backend"] == "synthetic").sum())
+    facts = {
+        "matrix": f"{data.matrix} ({data.cells} cells)",
+        "store": data.db,
+        "generated": data.generated.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "checker / checkpoint": f"{data.checker} / {data.policy}",
+        "runs of the matrix in the store": f"{len(data.runs)} ({data.runs['cell_id'].nunique()} cells)",
+        "paper cells": f"{len(comparison)}, {measured} measured, {outside} outside their interval",
+        "collapse events": f"{len(data.events)} in {data.events['run_id'].nunique()} run(s)",
+    }
+    facts_html = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts.items())
+    warn = (
+        f'<p class="warn">{synthetic} run(s) are synthetic (`corewarding results synthetic`): not results.</p>'
+        if synthetic
+        else ""
+    )
+    note = (
+        "<p>Values are percent (pass@1; AMC avg@8). A cell is flagged when the paper's value lies outside the "
+        "measured 95% bootstrap interval. ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
+    )
+    return f"<h1>Reproduction report: matrix {escape(data.matrix)}</h1><dl>{facts_html}</dl>{warn}{note}"
+
+
+def render(data: ReportData) -> str:
+    """The report as one HTML document (inline style, images as data: URIs, no scripts)."""
+    body = _header(data) + _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
+    body += _collapse_section(data)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Reproduction report: {escape(data.matrix)}</title><style>{STYLE}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+
+
+def build_report(db: str | Path, matrix: str = "paper", checker: str = "math_verify", policy: str = "latest") -> str:
+    """Open the store read-only and return the report of ``matrix`` as an HTML string."""
+    from corewarding.matrix import load_matrix
+
+    cells = load_matrix(matrix).cells
+    with reader(db) as con:
+        return render(collect(con, matrix, cells, str(db), checker, policy))
