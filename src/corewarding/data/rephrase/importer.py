@@ -8,6 +8,7 @@ DAPO-14k copy ships).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +89,19 @@ def align_to_prepared(rows: list[dict[str, Any]], prepared: Path) -> tuple[list[
     columns); the release's own fields stay where no such row exists. Returns the rows and how many matched.
 
     A release numbers its pairs itself (OpenRS's ``idx`` runs 0..6998 after the source dropped a row), so the
-    prepared set is the better source of a row's identity.
+    prepared set is the better source of a row's identity. Repeated rows (the same question and answer, kept by
+    default) match their prepared copies in order, so each keeps its own index.
     """
     if not prepared.is_file():
         log.warning("%s is not prepared: the release's own index and fields are kept", prepared)
         return rows, 0
-    by_key: dict[tuple[str, str | None], dict[str, Any]] = {}
+    by_key: dict[tuple[str, str | None], deque[dict[str, Any]]] = {}
     for row in read_verl_rows(prepared):
-        by_key.setdefault((question_of(row), ground_truth_of(row)), row)
-    aligned = [by_key.get((question_of(r), ground_truth_of(r)), r) for r in rows]
+        by_key.setdefault((question_of(row), ground_truth_of(row)), deque()).append(row)
+    aligned = []
+    for row in rows:
+        copies = by_key.get((question_of(row), ground_truth_of(row)))
+        aligned.append(copies.popleft() if copies else row)
     return aligned, sum(a is not r for a, r in zip(aligned, rows, strict=True))
 
 
