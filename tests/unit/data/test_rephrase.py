@@ -120,9 +120,9 @@ def test_release_import_reports_placeholders_and_keeps_pairs_aligned(shared_data
     assert all(r["action"] == "kept_original" for r in report.extra["rejected_rows"])
     # The same row validation as `data prepare`: the two blank ground truths stay (as in the reference), flagged.
     assert report.flagged["missing_ground_truth"] == 2 and report.rows_in == report.rows_out == 7500
-    original = pq.read_table(tmp_path / "math/train_original.parquet").to_pylist()
-    rephrased = pq.read_table(tmp_path / "math/train_rephrased.parquet").to_pylist()
-    pairs = pq.read_table(tmp_path / "math/train_pairs.parquet").to_pylist()
+    original = pq.read_table(tmp_path / "math/release/train_original.parquet").to_pylist()
+    rephrased = pq.read_table(tmp_path / "math/release/train_rephrased.parquet").to_pylist()
+    pairs = pq.read_table(tmp_path / "math/release/train_pairs.parquet").to_pylist()
     assert len(original) == len(rephrased) == len(pairs) == 7500
     for a, b, p in zip(original, rephrased, pairs, strict=True):
         assert a["reward_model"] == b["reward_model"] and a["extra_info"] == b["extra_info"]
@@ -145,7 +145,7 @@ def test_release_rows_take_their_identity_from_the_prepared_set(shared_data: Pat
     )
     assert report.extra["matched_prepared_rows"] == report.rows_out
     prepared = {r["extra_info"]["index"]: r for r in pq.read_table(tmp_path / "openrs/train.parquet").to_pylist()}
-    original = pq.read_table(tmp_path / "openrs/train_original.parquet").to_pylist()
+    original = pq.read_table(tmp_path / "openrs/release/train_original.parquet").to_pylist()
     assert all(prepared[r["extra_info"]["index"]] == r for r in original)
     assert max(r["extra_info"]["index"] for r in original) == 6999 and "level" in original[0]["extra_info"]
     # Repeated rows are kept and each takes its own prepared copy: every index once, all but the lost row 6668.
@@ -177,8 +177,8 @@ def test_release_placeholder_counts(
     assert report.rows_out == report.rows_in - sum(report.dropped.values()) and len(report.dropped_rows) == sum(
         report.dropped.values()
     )
-    n = len(pq.read_table(tmp_path / name / "train_rephrased.parquet"))
-    assert n == len(pq.read_table(tmp_path / name / "train_original.parquet")) == report.rows_out
+    n = len(pq.read_table(tmp_path / name / "release/train_rephrased.parquet"))
+    assert n == len(pq.read_table(tmp_path / name / "release/train_original.parquet")) == report.rows_out
 
 
 def test_verl_pair_with_mismatched_answers_is_refused(tmp_path: Path) -> None:

@@ -105,6 +105,14 @@ def align_to_prepared(rows: list[dict[str, Any]], prepared: Path) -> tuple[list[
     return aligned, sum(a is not r for a, r in zip(aligned, rows, strict=True))
 
 
+def release_paths(cfg: DictConfig) -> RephrasePaths:
+    """Where an imported release goes: ``datasource.release_dir`` (kept apart from a generated rephrasing, so
+    both can exist and ``dataset.rephrased_source`` picks one), or beside the prepared set when it is unset."""
+    output = Path(str(cfg.datasource.output))
+    folder = cfg.datasource.get("release_dir")
+    return RephrasePaths.beside(Path(str(folder)) / output.name if folder else output)
+
+
 def import_rephrased(
     cfg: DictConfig, pairs: str | None = None, original: str | None = None, rewrite: str | None = None
 ) -> QualityReport:
@@ -114,7 +122,7 @@ def import_rephrased(
     check_rephrase(cfg, generating=False)
     hub_id = None if (pairs or original) else cfg.datasource.get("rephrased_release")
     rows, rewrites, source = load_release(pairs, original, rewrite, hub_id, str(cfg.datasource.split))
-    paths = RephrasePaths.beside(Path(str(cfg.datasource.output)))
+    paths = release_paths(cfg)
     report = QualityReport(str(cfg.datasource.name), "import-rephrased", str(cfg.datasource.split), source, "")
     report.output = str(paths.rephrased)
     # The same row checks as `data prepare` (no tokenizer here: prompt lengths are checked at prepare and training).
