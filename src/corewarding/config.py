@@ -37,6 +37,8 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = compose(config_name=config_name, overrides=list(overrides))
+    if config_name == "config":
+        check_rephrased_source(cfg)
     OmegaConf.resolve(cfg)
     if config_name == "config":
         validate_config(cfg)
@@ -82,6 +84,17 @@ _CHECKS: list[tuple[str, Any, str]] = [
 ]
 
 
+# Where Co-rewarding-I's rephrased view comes from: the paper's released rephrasings, or a fresh rephrasing run.
+REPHRASED_SOURCES = ("release", "generate")
+
+
+def check_rephrased_source(cfg: DictConfig) -> None:
+    """``dataset.rephrased_source``: release or generate (checked before the paths built from it resolve)."""
+    source = OmegaConf.select(cfg, "dataset.rephrased_source")
+    if source is not None and source not in REPHRASED_SOURCES:
+        raise ConfigError(f"dataset.rephrased_source={source!r}: must be one of {', '.join(REPHRASED_SOURCES)}")
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts."""
     for key, ok, requirement in _CHECKS:
@@ -95,6 +108,7 @@ def validate_config(cfg: DictConfig) -> None:
     total = OmegaConf.select(cfg, "schedule.total_steps")
     if total is not None and total < 1:
         raise ConfigError(f"schedule.total_steps={total!r}: must be >= 1 or null")
+    check_rephrased_source(cfg)
     teacher = OmegaConf.select(cfg, "method.teacher")
     if teacher:
         ema = teacher.ema

@@ -168,6 +168,8 @@ def test_overlong_prompts_are_dropped_pairwise_and_reported(artifacts_dir: Path,
     assert 0 < dropped < 64
     assert report["train_rows"] == report["rephrased_rows"] == 64 - dropped == len(trainer.rows.train)
     assert len(trainer.rows.rephrased) == len(trainer.rows.train)
+    # Counted with the cell's own base-model tokenizer (the prepared files are shared by every base model).
+    assert report["prompt_filter"] == {"tokenizer": cfg.base_model.path, "max_prompt_length": 50}
 
 
 def test_a_run_does_not_depend_on_whether_the_tiny_model_was_already_built(tmp_path: Path) -> None:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
-from corewarding.config import ConfigError
+from corewarding.config import ConfigError, compose_config
+from corewarding.data.rephrase.importer import release_paths
 from corewarding.matrix import load_matrix
 from corewarding.pipeline import dvc, steps
 from corewarding.pipeline.cells import (
@@ -23,6 +25,7 @@ from corewarding.pipeline.cells import (
 from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import deployment_specs, load_settings
 from corewarding.results.store import StoreBusyError
+from corewarding.training.inputs import prompt_length_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,12 +67,57 @@ def test_data_stages_follow_the_dataset_and_whether_the_method_needs_rephrasings
     plans = plan_cells(Selection(matrix="paper", base_models=("qwen3-4b-base",), datasets=("math", "openrs")))
     by_id = {p.cell_id: data_stages(p) for p in plans}
     assert by_id["gt_grpo__qwen3-4b-base__math"] == ["prepare@math", "prepare@math_test"]
-    assert by_id["co_rewarding_1__qwen3-4b-base__math"] == ["prepare@math", "prepare@math_test", "rephrase@math"]
+    assert by_id["co_rewarding_1__qwen3-4b-base__math"] == [
+        "prepare@math", "prepare@math_test", "import_rephrased@math",
+    ]  # fmt: skip
     assert all_data_stages(plans) == [
-        "prepare@math", "prepare@math_test", "rephrase@math", "prepare@openrs", "rephrase@openrs",
+        "prepare@math", "prepare@math_test", "import_rephrased@math", "prepare@openrs", "import_rephrased@openrs",
     ]  # fmt: skip
     tiny = plan_cells(Selection(matrix="demo"))
     assert all_data_stages(tiny) == ["tiny_data"]
+
+
+@pytest.mark.parametrize("dataset", ["math", "dapo14k", "openrs"])
+def test_co_rewarding_1_paper_cells_default_to_the_released_rephrasings(dataset: str) -> None:
+    """The paper's pairs are its released Qwen3-32B rephrasings (import-rephrased); generating anew is a choice."""
+    cell = f"co_rewarding_1__qwen3-8b-base__{dataset}"
+    default = plan_cells(Selection(matrix="paper", cells=(cell,)))[0]
+    assert default.cfg.dataset.rephrased_source == "release"
+    assert data_stages(default) == [f"prepare@{dataset}", "prepare@math_test", f"import_rephrased@{dataset}"]
+    assert dvc_entry(default)["paired_data"] == f"data/{dataset}/release/train_rephrased.parquet"
+    fresh = plan_cells(Selection(matrix="paper", cells=(cell,)), ["dataset.rephrased_source=generate"])[0]
+    assert data_stages(fresh) == [f"prepare@{dataset}", "prepare@math_test", f"rephrase@{dataset}"]
+    assert (dvc_entry(fresh)["data"], dvc_entry(fresh)["paired_data"]) == (
+        f"data/{dataset}/train_original.parquet", f"data/{dataset}/train_rephrased.parquet",
+    )  # fmt: skip
+    # The stages named exist in dvc.yaml and write exactly the files the cell reads.
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert dataset in stages["import_rephrased"]["foreach"] and dataset in stages["rephrase"]["foreach"]
+    outs = [next(iter(o)) for o in stages["import_rephrased"]["do"]["outs"]]
+    release_files = {o.replace("${item}", dataset) for o in outs}
+    assert {dvc_entry(default)["data"], dvc_entry(default)["paired_data"]} <= release_files
+    # The import writes where the cell reads (datasource.release_dir = the dataset's release folder).
+    data_cfg = compose_config([f"datasource={dataset}", "rephrase=release"], "data")
+    assert str(release_paths(data_cfg).rephrased) == dvc_entry(default)["paired_data"]
+    with pytest.raises(ConfigError, match="rephrased_source='hub'"):
+        plan_cells(Selection(matrix="paper", cells=(cell,)), ["dataset.rephrased_source=hub"])
+
+
+def test_each_cell_checks_prompt_lengths_with_its_own_base_model_tokenizer() -> None:
+    """Prepared training files are shared by every base model, so they are not length-filtered; each cell drops its
+    prompts over grpo.max_prompt_length at training load with its own tokenizer (no download to check that)."""
+    for dataset in ("math", "dapo14k", "openrs", "amc_ttt"):
+        data_cfg = compose_config([f"datasource={dataset}"], "data")
+        assert data_cfg.datasource.tokenizer is None and "prompt_too_long" not in data_cfg.validate.drop
+    expected = {
+        "co_rewarding_1__llama-3.2-3b-instruct__dapo14k": "meta-llama/Llama-3.2-3B-Instruct",
+        "gt_grpo__llama-3.2-3b-instruct__math": "meta-llama/Llama-3.2-3B-Instruct",
+        "gt_grpo__qwen3-8b-base__math": "Qwen/Qwen3-8B-Base",
+        "gt_grpo__qwen2.5-3b__math": "Qwen/Qwen2.5-3B",
+    }
+    plans = plan_cells(Selection(matrix="paper", cells=tuple(expected)))
+    assert {p.cell_id: prompt_length_tokenizer(p.cfg) for p in plans} == expected
+    assert all(p.cfg.grpo.filter_overlong_prompts and p.cfg.grpo.max_prompt_length == 512 for p in plans)
 
 
 def test_cells_are_added_to_params_keeping_comments_and_other_cells(tmp_path: Path) -> None:
@@ -102,7 +150,7 @@ def test_cells_train_on_exactly_their_files_and_ablations_track_their_parent() -
     cr1 = plan_cells(Selection(matrix="paper", cells=("co_rewarding_1__qwen3-4b-base__math",)))[0]
     gt = plan_cells(Selection(matrix="paper", cells=("gt_grpo__qwen3-4b-base__math",)))[0]
     assert (dvc_entry(cr1)["data"], dvc_entry(cr1)["paired_data"]) == (
-        "data/math/train_original.parquet", "data/math/train_rephrased.parquet",
+        "data/math/release/train_original.parquet", "data/math/release/train_rephrased.parquet",
     )  # fmt: skip
     assert dvc_entry(gt)["data"] == dvc_entry(gt)["paired_data"] == "data/math/train.parquet"
     assert dvc_entry(gt)["val_data"] == "data/math_test/test.parquet"

@@ -42,7 +42,7 @@ LOG_KEYS = [
 
 
 def training_datasets(source: RunSource) -> list[str]:
-    """The Hub datasets the run trained on: the set's source, plus the rephrased release when rephrasings are used."""
+    """The Hub datasets the run trained on: the set's source, plus the rephrased release when it trained on it."""
     found = []
     dataset_source = source.get("dataset.source")
     if dataset_source and "/" in str(dataset_source):
@@ -50,7 +50,7 @@ def training_datasets(source: RunSource) -> list[str]:
     views = source.get("method.views") or []
     uses_rephrased = "rephrased" in views or source.get("method.train_on") == "rephrased"
     release = source.get("dataset.rephrased_release")
-    if uses_rephrased and release:
+    if uses_rephrased and release and source.get("dataset.rephrased_source") != "generate":
         found.append(str(release))
     return found
 

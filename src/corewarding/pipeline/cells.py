@@ -79,6 +79,19 @@ def plan_cells(
     return [replace(plan, cfg=compose_config(plan.train_overrides())) for plan in plans]
 
 
+def paired_stages(dataset: DictConfig) -> list[str]:
+    """The stages that make a set's rephrased pairs: ``dvc_paired_stages`` (a list, or one list per
+    ``rephrased_source``: ``release`` imports the paper's rephrasings, ``generate`` runs the rephraser)."""
+    stages = dataset.get("dvc_paired_stages") or []
+    if isinstance(stages, DictConfig):
+        source = dataset.get("rephrased_source")
+        if source not in stages:
+            known = ", ".join(str(k) for k in stages)
+            raise ConfigError(f"dataset.rephrased_source={source!r}: must be one of {known}")
+        stages = stages[source] or []
+    return [str(stage) for stage in stages]
+
+
 def data_stages(plan: CellPlan) -> list[str]:
     """The DVC stages a cell's training data comes from (``dataset.dvc_stages``, plus the paired ones if needed)."""
     from corewarding.training.inputs import needs_rephrased_view
@@ -86,7 +99,7 @@ def data_stages(plan: CellPlan) -> list[str]:
     dataset = plan.cfg.dataset
     stages = list(dataset.get("dvc_stages") or [])
     if needs_rephrased_view(plan.cfg):
-        stages += list(dataset.get("dvc_paired_stages") or [])
+        stages += paired_stages(dataset)
     return stages
 
 

@@ -57,6 +57,7 @@ class TrainingRows:
     rephrased: list[dict[str, Any]] | None
     val: list[dict[str, Any]]
     dropped: dict[str, int] = field(default_factory=dict)
+    prompt_filter: dict[str, Any] = field(default_factory=dict)  # the tokenizer and limit that dropped long prompts
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -81,6 +82,20 @@ def _prompt_tokens(tokenizer: PreTrainedTokenizerBase, row: dict[str, Any]) -> i
 def needs_rephrased_view(cfg: DictConfig) -> bool:
     """Whether the method trains on rephrased questions (Co-rewarding-I, the rephrased-voting ablation)."""
     return "rephrased" in cfg.method.views or cfg.method.get("train_on", "original") == "rephrased"
+
+
+def prompt_length_tokenizer(cfg: DictConfig) -> str | None:
+    """The tokenizer that counts a cell's prompt lengths: its own base model's (a local folder or Hub id), as
+    verl's ``filter_overlong_prompts`` in the reference uses the actor's; None when the filter is off.
+
+    >>> from omegaconf import OmegaConf
+    >>> llama = {"path": None, "hf_id": "meta-llama/Llama-3.2-3B-Instruct"}
+    >>> prompt_length_tokenizer(OmegaConf.create({"grpo": {"filter_overlong_prompts": True}, "base_model": llama}))
+    'meta-llama/Llama-3.2-3B-Instruct'
+    """
+    if not cfg.grpo.filter_overlong_prompts:
+        return None
+    return str(cfg.base_model.path or cfg.base_model.hf_id)
 
 
 def load_training_rows(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase) -> TrainingRows:
@@ -110,4 +125,5 @@ def load_training_rows(cfg: DictConfig, tokenizer: PreTrainedTokenizerBase) -> T
         rephrased = [rephrased[i] for i in keep] if rephrased is not None else None
     if dropped["prompt_too_long"]:
         log.warning("dropped %d training rows with prompts over %d tokens", dropped["prompt_too_long"], limit)
-    return TrainingRows(train, rephrased, val, dropped)
+    prompt_filter = {"tokenizer": prompt_length_tokenizer(cfg), "max_prompt_length": int(cfg.grpo.max_prompt_length)}
+    return TrainingRows(train, rephrased, val, dropped, prompt_filter)

@@ -157,6 +157,7 @@ class LocalTrainer:
             "rephrased_rows": None if self.rows.rephrased is None else len(self.rows.rephrased),
             "val_rows": len(self.rows.val),
             "dropped": self.rows.dropped,
+            "prompt_filter": self.rows.prompt_filter,
             "total_steps": self.total_steps,
         }
         (self.run_dir / "inputs.json").write_text(json.dumps(report, indent=2) + "\n")

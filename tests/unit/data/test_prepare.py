@@ -14,6 +14,8 @@ from corewarding.cli import main
 from corewarding.config import compose_config
 from corewarding.data.io import SourceError
 from corewarding.data.prepare import prepare, report_path
+from corewarding.pipeline.cells import Selection, plan_cells
+from corewarding.training.local import total_steps
 
 UPSTREAM = "upstream/math"
 
@@ -46,7 +48,9 @@ def test_math_output_equals_the_reference_row_for_row(shared_data: Path, tmp_pat
     assert report.rows_in == report.rows_out == len(pd.read_parquet(reference))
 
 
-def test_math_default_drops_the_two_blank_ground_truths_and_lists_them(shared_data: Path, tmp_path: Path) -> None:
+def test_math_default_keeps_the_reference_rows_and_flags_the_two_blank_ground_truths(
+    shared_data: Path, tmp_path: Path
+) -> None:
     reference = shared_data / UPSTREAM / "train.parquet"
     report = prepare(
         _cfg(tmp_path, "math", f"datasource.local_file={_lighteval_copy(reference, tmp_path / 'r.parquet')}")
@@ -54,13 +58,18 @@ def test_math_default_drops_the_two_blank_ground_truths_and_lists_them(shared_da
     ref = pq.read_table(reference).to_pylist()
     blank = [r["extra_info"]["index"] for r in ref if not r["reward_model"]["ground_truth"]]
     assert len(blank) == 2
-    assert report.dropped["missing_ground_truth"] == 2 and report.rows_out == 7498
-    assert [r["index"] for r in report.dropped_rows] == blank
-    kept = [r for r in ref if r["extra_info"]["index"] not in blank]
-    assert pq.read_table(report.output).to_pylist() == kept
+    # The paper default keeps them, as the reference's parquet does; they are reported as flagged.
+    assert report.flagged["missing_ground_truth"] == 2 and report.rows_out == 7500
+    assert sum(report.dropped.values()) == 0
+    assert [r["index"] for r in report.flagged_rows] == blank
+    assert pq.read_table(report.output).to_pylist() == ref
     saved = json.loads(report_path(Path(report.output)).read_text())
-    assert saved["dropped"]["missing_ground_truth"] == 2
-    assert sum(saved["counts"]["level"].values()) == 7498 and "Algebra" in saved["counts"]["type"]
+    assert saved["flagged"]["missing_ground_truth"] == 2 and saved["dropped_total"] == 0
+    assert sum(saved["counts"]["level"].values()) == 7500 and "Algebra" in saved["counts"]["type"]
+    local = f"datasource.local_file={tmp_path / 'r.parquet'}"
+    dropped = prepare(_cfg(tmp_path, "math", local, "validate.drop=[missing_ground_truth]"))
+    assert dropped.dropped["missing_ground_truth"] == 2 and dropped.rows_out == 7498
+    assert [r["index"] for r in dropped.dropped_rows] == blank
 
 
 BENCHMARKS = {
@@ -101,18 +110,46 @@ def test_math500_boxed_rule_agrees_with_its_answer_field(shared_data: Path, tmp_
     assert got == answers
 
 
-def test_openrs_report_counts_duplicates_and_the_missing_answer(shared_data: Path, tmp_path: Path) -> None:
+def _paper_steps(cell_id: str, rows: int) -> int:
+    """The planned number of training steps of a paper cell on ``rows`` rows (the trainers' own function)."""
+    plan = plan_cells(Selection(matrix="paper", cells=(cell_id,)))[0]
+    return total_steps(plan.cfg, rows)
+
+
+def test_openrs_paper_setting_keeps_the_reference_rows_and_reports_duplicates(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """The reference trains on all 7,000 rows (duplicates and the None ground truth included): 54 steps x 3 epochs."""
     local = shared_data / "upstream/open-rs/train.parquet"
-    report = prepare(
-        _cfg(tmp_path, "openrs", f"datasource.local_file={local}", "datasource.extra_info={level: extra_info.level}")
-    )
+    level = "datasource.extra_info={level: extra_info.level}"
+    report = prepare(_cfg(tmp_path, "openrs", f"datasource.local_file={local}", level))
     ref = pq.read_table(local).to_pylist()
     pairs = [(r["prompt"][1]["content"], r["reward_model"]["ground_truth"]) for r in ref]
+    out = pq.read_table(report.output).to_pylist()
+    assert report.rows_in == report.rows_out == len(out) == 7000 and sum(report.dropped.values()) == 0
+    assert [(r["prompt"][1]["content"], r["reward_model"]["ground_truth"]) for r in out] == pairs
+    assert [r["extra_info"]["index"] for r in out] == [r["extra_info"]["index"] for r in ref]
+    # Reported, not dropped: the reference keeps the row whose ground truth is None (its GT reward is then always
+    # 0; ours counts it as missing_ground_truth) and every repeated question/answer row.
     with_answer = [p for p in pairs if p[1] is not None and p[1].strip()]
-    assert report.dropped["missing_ground_truth"] == len(pairs) - len(with_answer) == 1
-    assert report.dropped["duplicate"] == len(with_answer) - len(set(with_answer)) > 0
-    assert report.rows_out == len(set(with_answer))
+    assert report.flagged["missing_ground_truth"] == len(pairs) - len(with_answer) == 1
+    assert [r["index"] for r in report.flagged_rows if r["reason"] == "missing_ground_truth"] == [4303]
+    assert out[4303]["reward_model"]["ground_truth"] is None
+    assert report.flagged["duplicate"] == len(with_answer) - len(set(with_answer)) == 134
+    saved = json.loads(report_path(Path(report.output)).read_text())
+    assert saved["flagged"]["duplicate"] == 134 and saved["dropped_total"] == 0
     assert set(report.counts["level"]) == {"Easy", "Hard"}
+    for cell in ("gt_grpo__qwen3-8b-base__openrs", "co_rewarding_2__qwen3-4b-base__openrs"):
+        assert _paper_steps(cell, report.rows_out) == 162  # methods.md: OpenRS 54/epoch (162)
+    # The switch: deduplicating (the old default) leaves 6,865 rows, 53 steps per epoch.
+    dedup = prepare(
+        _cfg(
+            tmp_path, "openrs", f"datasource.local_file={local}", level,
+            "validate.drop=[empty_question,missing_ground_truth,duplicate]",
+        )
+    )  # fmt: skip
+    assert dedup.rows_out == 6865 and dedup.dropped["duplicate"] == 134
+    assert _paper_steps("gt_grpo__qwen3-8b-base__openrs", dedup.rows_out) == 159
 
 
 def test_gsm8k_answer_after_the_hashes(tmp_path: Path) -> None:
@@ -129,6 +166,7 @@ def test_prompt_length_check_uses_the_tokenizer_and_lists_each_drop(tmp_path: Pa
             f"paths.data_dir={tmp_path}",
             f"paths.artifacts_dir={artifacts_dir}",
             "validate.max_prompt_tokens=38",
+            "validate.drop=[empty_question,prompt_too_long]",
         ],
         "data",
     )

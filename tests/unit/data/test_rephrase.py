@@ -14,6 +14,8 @@ from corewarding.data.rephrase.importer import import_rephrased
 from corewarding.data.rephrase.parse import parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, PLACEHOLDER, RESULT_END, RESULT_START, rephrase_messages
 from corewarding.data.rephrase.run import rephrase_chunk, row_seed
+from corewarding.pipeline.cells import Selection, plan_cells
+from corewarding.training.local import total_steps
 
 CHECKS = OmegaConf.create(
     {
@@ -116,18 +118,18 @@ def test_release_import_reports_placeholders_and_keeps_pairs_aligned(shared_data
     report = import_rephrased(cfg, pairs=str(shared_data / "upstream/math/train_pairs.parquet"))
     assert report.extra["rejected"] == {"placeholder": 19, "unchanged": 2}
     assert all(r["action"] == "kept_original" for r in report.extra["rejected_rows"])
-    # The same row validation as `data prepare`: the two blank ground truths leave, listed.
-    assert report.dropped["missing_ground_truth"] == 2 and report.rows_in == 7500 and report.rows_out == 7498
-    original = pq.read_table(tmp_path / "math/train_original.parquet").to_pylist()
-    rephrased = pq.read_table(tmp_path / "math/train_rephrased.parquet").to_pylist()
-    pairs = pq.read_table(tmp_path / "math/train_pairs.parquet").to_pylist()
-    assert len(original) == len(rephrased) == len(pairs) == 7498
+    # The same row validation as `data prepare`: the two blank ground truths stay (as in the reference), flagged.
+    assert report.flagged["missing_ground_truth"] == 2 and report.rows_in == report.rows_out == 7500
+    original = pq.read_table(tmp_path / "math/release/train_original.parquet").to_pylist()
+    rephrased = pq.read_table(tmp_path / "math/release/train_rephrased.parquet").to_pylist()
+    pairs = pq.read_table(tmp_path / "math/release/train_pairs.parquet").to_pylist()
+    assert len(original) == len(rephrased) == len(pairs) == 7500
     for a, b, p in zip(original, rephrased, pairs, strict=True):
         assert a["reward_model"] == b["reward_model"] and a["extra_info"] == b["extra_info"]
         assert p["rephrased_question"] == b["prompt"][1]["content"] and p["idx"] == a["extra_info"]["index"]
     assert not any(PLACEHOLDER in r["prompt"][1]["content"] for r in rephrased)
     reference = pq.read_table(shared_data / "upstream/math/train.parquet").to_pylist()
-    assert [r["prompt"] for r in original] == [r["prompt"] for r in reference if r["reward_model"]["ground_truth"]]
+    assert [r["prompt"] for r in original] == [r["prompt"] for r in reference]
 
 
 def test_release_rows_take_their_identity_from_the_prepared_set(shared_data: Path, tmp_path: Path) -> None:
@@ -143,9 +145,16 @@ def test_release_rows_take_their_identity_from_the_prepared_set(shared_data: Pat
     )
     assert report.extra["matched_prepared_rows"] == report.rows_out
     prepared = {r["extra_info"]["index"]: r for r in pq.read_table(tmp_path / "openrs/train.parquet").to_pylist()}
-    original = pq.read_table(tmp_path / "openrs/train_original.parquet").to_pylist()
+    original = pq.read_table(tmp_path / "openrs/release/train_original.parquet").to_pylist()
     assert all(prepared[r["extra_info"]["index"]] == r for r in original)
     assert max(r["extra_info"]["index"] for r in original) == 6999 and "level" in original[0]["extra_info"]
+    # Repeated rows are kept and each takes its own prepared copy: every index once, all but the lost row 6668.
+    indices = [r["extra_info"]["index"] for r in original]
+    assert len(indices) == len(set(indices)) == 6999 and 6668 not in indices
+    assert report.flagged["duplicate"] > 0 and sum(report.dropped.values()) == 0
+    # Co-rewarding-I trains on these 6,999 pairs: 54 steps per epoch, 162 in all, as the reference.
+    plan = plan_cells(Selection(matrix="paper", cells=("co_rewarding_1__qwen3-8b-base__openrs",)))[0]
+    assert total_steps(plan.cfg, len(original)) == 162
 
 
 @pytest.mark.parametrize(
@@ -168,8 +177,8 @@ def test_release_placeholder_counts(
     assert report.rows_out == report.rows_in - sum(report.dropped.values()) and len(report.dropped_rows) == sum(
         report.dropped.values()
     )
-    n = len(pq.read_table(tmp_path / name / "train_rephrased.parquet"))
-    assert n == len(pq.read_table(tmp_path / name / "train_original.parquet")) == report.rows_out
+    n = len(pq.read_table(tmp_path / name / "release/train_rephrased.parquet"))
+    assert n == len(pq.read_table(tmp_path / name / "release/train_original.parquet")) == report.rows_out
 
 
 def test_verl_pair_with_mismatched_answers_is_refused(tmp_path: Path) -> None:

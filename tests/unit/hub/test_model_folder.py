@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -205,3 +206,20 @@ def test_a_verl_checkpoint_is_merged_then_published(
     assert provenance["checkpoint"] == "checkpoints/global_step_2/actor (merged with verl)"
     build_model_folder(run_copy, tmp_path / "out", repo_id=REPO)
     assert merged == [2]  # merged once; the second build reads hf/global_step_2
+
+
+def test_card_names_the_release_only_when_the_cell_trained_on_it() -> None:
+    """Co-rewarding-I trains on the released rephrasings by default; a fresh rephrasing is not that release."""
+    from types import SimpleNamespace
+
+    from corewarding.hub.model_card import training_datasets
+
+    values = {"dataset.source": "knoveleng/open-rs", "method.views": ["original", "rephrased"],
+              "dataset.rephrased_release": "TMLR-Group-HF/Co-rewarding-RephrasedOpenRS"}  # fmt: skip
+
+    def source(rephrased_source: str) -> Any:
+        config = {**values, "dataset.rephrased_source": rephrased_source}
+        return SimpleNamespace(get=lambda key, default=None: config.get(key, default))
+
+    assert training_datasets(source("release")) == ["knoveleng/open-rs", "TMLR-Group-HF/Co-rewarding-RephrasedOpenRS"]
+    assert training_datasets(source("generate")) == ["knoveleng/open-rs"]

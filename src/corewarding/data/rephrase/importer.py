@@ -8,6 +8,7 @@ DAPO-14k copy ships).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +89,28 @@ def align_to_prepared(rows: list[dict[str, Any]], prepared: Path) -> tuple[list[
     columns); the release's own fields stay where no such row exists. Returns the rows and how many matched.
 
     A release numbers its pairs itself (OpenRS's ``idx`` runs 0..6998 after the source dropped a row), so the
-    prepared set is the better source of a row's identity.
+    prepared set is the better source of a row's identity. Repeated rows (the same question and answer, kept by
+    default) match their prepared copies in order, so each keeps its own index.
     """
     if not prepared.is_file():
         log.warning("%s is not prepared: the release's own index and fields are kept", prepared)
         return rows, 0
-    by_key: dict[tuple[str, str | None], dict[str, Any]] = {}
+    by_key: dict[tuple[str, str | None], deque[dict[str, Any]]] = {}
     for row in read_verl_rows(prepared):
-        by_key.setdefault((question_of(row), ground_truth_of(row)), row)
-    aligned = [by_key.get((question_of(r), ground_truth_of(r)), r) for r in rows]
+        by_key.setdefault((question_of(row), ground_truth_of(row)), deque()).append(row)
+    aligned = []
+    for row in rows:
+        copies = by_key.get((question_of(row), ground_truth_of(row)))
+        aligned.append(copies.popleft() if copies else row)
     return aligned, sum(a is not r for a, r in zip(aligned, rows, strict=True))
+
+
+def release_paths(cfg: DictConfig) -> RephrasePaths:
+    """Where an imported release goes: ``datasource.release_dir`` (kept apart from a generated rephrasing, so
+    both can exist and ``dataset.rephrased_source`` picks one), or beside the prepared set when it is unset."""
+    output = Path(str(cfg.datasource.output))
+    folder = cfg.datasource.get("release_dir")
+    return RephrasePaths.beside(Path(str(folder)) / output.name if folder else output)
 
 
 def import_rephrased(
@@ -109,7 +122,7 @@ def import_rephrased(
     check_rephrase(cfg, generating=False)
     hub_id = None if (pairs or original) else cfg.datasource.get("rephrased_release")
     rows, rewrites, source = load_release(pairs, original, rewrite, hub_id, str(cfg.datasource.split))
-    paths = RephrasePaths.beside(Path(str(cfg.datasource.output)))
+    paths = release_paths(cfg)
     report = QualityReport(str(cfg.datasource.name), "import-rephrased", str(cfg.datasource.split), source, "")
     report.output = str(paths.rephrased)
     # The same row checks as `data prepare` (no tokenizer here: prompt lengths are checked at prepare and training).

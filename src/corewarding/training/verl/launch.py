@@ -75,6 +75,7 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
         "rephrased_rows": None if rows.rephrased is None else len(rows.rephrased),
         "val_rows": len(rows.val),
         "dropped": rows.dropped,
+        "prompt_filter": rows.prompt_filter,
         "total_steps": total_steps(cfg, len(rows.train)),
     }
     (run_dir / "inputs.json").write_text(json.dumps(report, indent=2) + "\n")
