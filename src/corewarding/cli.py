@@ -70,9 +70,8 @@ def _train(args: argparse.Namespace) -> int:
 
 def _train_cell(args: argparse.Namespace) -> int:
     from corewarding.config import compose_config
-    from corewarding.training.local import train
 
-    cfg = compose_config(args.overrides)
+    cfg = compose_config(args.overrides)  # a bad override fails here, in a second, before torch is imported
     if cfg.backend == "verl":
         from corewarding.training.verl.cli import train as train_verl
 
@@ -80,6 +79,8 @@ def _train_cell(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(json.dumps({"backend": "local", "dry_run": True, "config": "valid"}))
         return 0
+    from corewarding.training.local import train
+
     result = train(cfg, Path(args.run_dir) if args.run_dir else None)
     last = result.metrics[-1] if result.metrics else {}
     print(json.dumps({"run_dir": str(result.run_dir), "steps": result.steps, "last": last}))

@@ -11,11 +11,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:  # pandas and pyarrow load on first parquet use: small commands (rewards score) never need them
+    import pandas as pd
 
 
 class SourceError(ValueError):
@@ -45,6 +44,10 @@ def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path)
 
     Text columns are written as ``string`` (not pandas 3's ``large_string``), the type of the reference files.
     """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     frame = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(frame)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     fields = [pa.field(f.name, pa.string()) if f.type == pa.large_string() else f for f in table.schema]
@@ -138,6 +141,8 @@ def read_verl_rows(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (prepare the data first: corewarding data prepare)")
+    import pyarrow.parquet as pq
+
     try:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
