@@ -42,9 +42,17 @@ def _rewards_score(args: argparse.Namespace) -> int:
     from corewarding.rescore import score_file
 
     vote = OmegaConf.create(
-        {"canonicalize": args.canonicalize, "math_verify_workers": 2, "math_verify_timeout_s": args.math_verify_timeout}
+        {
+            "canonicalize": args.canonicalize,
+            "math_verify_workers": args.math_verify_workers,
+            "math_verify_timeout_s": args.math_verify_timeout,
+        }
     )
-    voter: Voter = voter_from_config(vote)
+    try:
+        voter: Voter = voter_from_config(vote)
+    except ValueError as exc:  # --math-verify-workers 0
+        print(f"error: --math-verify-workers: {exc}", file=sys.stderr)
+        return 2
     try:
         summary = score_file(args.method, Path(args.input), Path(args.output), voter)
     except (SourceError, KeyError) as exc:  # rescore's InputError is a SourceError
@@ -119,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--canonicalize", default="exact", choices=["exact", "normalized", "math_verify"])
     score.add_argument(
         "--math-verify-timeout", type=float, default=5.0, help="seconds per comparison before it counts as unequal"
+    )
+    score.add_argument(
+        "--math-verify-workers", type=int, default=None, help="math-verify processes (default: one per core)"
     )
     score.set_defaults(func=_rewards_score)
 

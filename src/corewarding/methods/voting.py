@@ -101,5 +101,6 @@ def voter_from_config(vote: Any) -> Voter:
     mode = str(vote.canonicalize)
     checker = None
     if mode == "math_verify":
-        checker = MathVerifyChecker(workers=int(vote.math_verify_workers), timeout_s=float(vote.math_verify_timeout_s))
+        workers = vote.get("math_verify_workers")  # None: one per core (equivalence.resolve_workers)
+        checker = MathVerifyChecker(workers=workers, timeout_s=float(vote.math_verify_timeout_s))
     return Voter(mode, checker)
