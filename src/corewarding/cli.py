@@ -189,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
+    from corewarding.log_once import install
+
+    install()  # each warning (offline Hub, bf16 on CPU, ...) once per process
     try:
         return int(args.func(args))
     except (

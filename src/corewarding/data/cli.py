@@ -24,8 +24,12 @@ def _compose(name: str, overrides: list[str], rephrase: str | None = None) -> An
 
 
 def _print_report(report: Any) -> None:
+    """One summary line (stderr) and the counts as JSON (stdout); the per-row lists stay in the report file."""
+    from corewarding.data.prepare import report_path
+
     print(report.summary(), file=sys.stderr)
-    print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
+    brief = report.brief(str(report_path(Path(report.output))))
+    print(json.dumps(brief, indent=2, ensure_ascii=False, default=str))
 
 
 def _prepare(args: argparse.Namespace) -> int:
