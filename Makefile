@@ -7,7 +7,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export WANDB_MODE := disabled
 
-.PHONY: install demo data test lint format clean snapshots chromium dashboard-bench eval-bench
+.PHONY: install demo data test lint format clean snapshots chromium dashboard-bench eval-bench cli-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -55,6 +55,9 @@ dashboard-bench: $(STAMP)
 
 eval-bench: $(STAMP)   # math-verify and strict scoring speed (needs ../shared/data for MATH500)
 	$(BIN)/python benchmarks/eval_perf.py
+
+cli-bench: $(STAMP)   # small commands: rewards score (16 rows, 100k vs a reference baseline), a bad override
+	$(BIN)/python benchmarks/cli_perf.py
 
 clean:
 	rm -rf runs artifacts data results .pytest_cache

@@ -111,6 +111,8 @@ def extract_boxed_answer(text: str) -> str:
     boxed = last_boxed_only_string(text)
     if boxed is None:
         return ""
+    if boxed.startswith(_BOXED_BRACE):  # the common case: what remove_boxed returns (brace-matched, it ends in "}")
+        return boxed[len(_BOXED_BRACE) : -1]
     try:
         return remove_boxed(boxed)
     except ValueError:

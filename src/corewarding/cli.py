@@ -41,9 +41,17 @@ def _rewards_score(args: argparse.Namespace) -> int:
     from corewarding.rescore import score_file
 
     vote = OmegaConf.create(
-        {"canonicalize": args.canonicalize, "math_verify_workers": 2, "math_verify_timeout_s": args.math_verify_timeout}
+        {
+            "canonicalize": args.canonicalize,
+            "math_verify_workers": args.math_verify_workers,
+            "math_verify_timeout_s": args.math_verify_timeout,
+        }
     )
-    voter: Voter = voter_from_config(vote)
+    try:
+        voter: Voter = voter_from_config(vote)
+    except ValueError as exc:  # --math-verify-workers 0
+        print(f"error: --math-verify-workers: {exc}", file=sys.stderr)
+        return 2
     try:
         summary = score_file(args.method, Path(args.input), Path(args.output), voter)
     except (SourceError, KeyError) as exc:  # rescore's InputError is a SourceError
@@ -73,9 +81,8 @@ def _train(args: argparse.Namespace) -> int:
 
 def _train_cell(args: argparse.Namespace) -> int:
     from corewarding.config import compose_config
-    from corewarding.training.local import train
 
-    cfg = compose_config(args.overrides)
+    cfg = compose_config(args.overrides)  # a bad override fails here, in a second, before torch is imported
     if cfg.backend == "verl":
         from corewarding.training.verl.cli import train as train_verl
 
@@ -83,6 +90,8 @@ def _train_cell(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(json.dumps({"backend": "local", "dry_run": True, "config": "valid"}))
         return 0
+    from corewarding.training.local import train
+
     result = train(cfg, Path(args.run_dir) if args.run_dir else None)
     last = result.metrics[-1] if result.metrics else {}
     print(json.dumps({"run_dir": str(result.run_dir), "steps": result.steps, "last": last}))
@@ -121,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--canonicalize", default="exact", choices=["exact", "normalized", "math_verify"])
     score.add_argument(
         "--math-verify-timeout", type=float, default=5.0, help="seconds per comparison before it counts as unequal"
+    )
+    score.add_argument(
+        "--math-verify-workers", type=int, default=None, help="math-verify processes (default: one per core)"
     )
     score.set_defaults(func=_rewards_score)
 
@@ -180,6 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
+    from corewarding.log_once import install
+
+    install()  # each warning (offline Hub, bf16 on CPU, ...) once per process
     try:
         return int(args.func(args))
     except (

@@ -105,6 +105,9 @@ def validate_config(cfg: DictConfig) -> None:
             good = False
         if not good:
             raise ConfigError(f"{key}={value!r}: must be {requirement}")
+    workers = OmegaConf.select(cfg, "vote.math_verify_workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigError(f"vote.math_verify_workers={workers!r}: must be an integer >= 1, or null (one per core)")
     total = OmegaConf.select(cfg, "schedule.total_steps")
     if total is not None and total < 1:
         raise ConfigError(f"schedule.total_steps={total!r}: must be >= 1 or null")

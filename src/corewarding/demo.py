@@ -12,7 +12,6 @@ from typing import Any
 
 from corewarding.config import compose_config
 from corewarding.matrix import load_matrix
-from corewarding.training.local import train
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +51,19 @@ def summarize_run(method: str, metrics: list[dict[str, Any]], seconds: float) ->
 def run_demo(
     matrix: str = "demo", runs_dir: str | Path = "runs/demo", overrides: Sequence[str] = (), progress: bool = True
 ) -> list[DemoRow]:
-    """Train every cell of ``matrix`` with the local backend; fresh runs (earlier demo runs are replaced)."""
+    """Train every cell of ``matrix`` with the local backend; fresh runs (earlier demo runs are replaced).
+
+    Every cell's config is composed first, so a bad override fails in a second, before torch is imported.
+    """
     spec = load_matrix(matrix)
+    configs = [
+        compose_config([*spec.overrides, *cell.overrides(), f"paths.runs_dir={runs_dir}", *overrides])
+        for cell in spec.cells
+    ]
+    from corewarding.training.local import train
+
     rows = []
-    for i, cell in enumerate(spec.cells, start=1):
-        cfg = compose_config([*spec.overrides, *cell.overrides(), f"paths.runs_dir={runs_dir}", *overrides])
+    for i, (cell, cfg) in enumerate(zip(spec.cells, configs, strict=True), start=1):
         run_dir = Path(runs_dir) / cell.cell_id
         _clear_checkpoints(run_dir)
         log.info("[%d/%d] %s", i, len(spec.cells), cell.cell_id)

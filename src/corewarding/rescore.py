@@ -42,28 +42,30 @@ def read_rollouts(path: Path, allowed_views: tuple[str, ...]) -> tuple[list[Roll
     rows: list[dict[str, Any]] = []
     uid_type: tuple[type, int] | None = None
     for lineno, row in iter_json_lines(path, finite=True):
-        where = f"{path}:{lineno}"
-        missing = [f for f in REQUIRED_FIELDS if f not in row]
-        if missing:
-            raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
-        if row["view"] not in allowed_views:
-            raise InputError(f"{where}: view {row['view']!r} is not used by this method (uses {allowed_views})")
-        if not isinstance(row["response"], str):
-            raise InputError(f"{where}: response must be a string")
-        truth = row["ground_truth"]
-        if truth is not None and not isinstance(truth, str):
-            raise InputError(f"{where}: ground_truth must be a string or null")
-        uid_type = _check_uid(row["uid"], where, uid_type, lineno)
-        rollouts.append(Rollout(str(row["uid"]), row["view"], row["response"], truth))
+        try:  # the common case first: every check below is one comparison (100k rows rescore in seconds)
+            uid, view, response, truth = row["uid"], row["view"], row["response"], row["ground_truth"]
+        except KeyError:
+            missing = [f for f in REQUIRED_FIELDS if f not in row]
+            raise InputError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}") from None
+        if view not in allowed_views:
+            raise InputError(f"{path}:{lineno}: view {view!r} is not used by this method (uses {allowed_views})")
+        if type(response) is not str:
+            raise InputError(f"{path}:{lineno}: response must be a string")
+        if truth is not None and type(truth) is not str:
+            raise InputError(f"{path}:{lineno}: ground_truth must be a string or null")
+        if uid_type is None or type(uid) is not uid_type[0]:
+            uid_type = _check_uid(uid, f"{path}:{lineno}", uid_type, lineno)
+        rollouts.append(Rollout(str(uid), view, response, truth))
         rows.append(row)
     return rollouts, rows
 
 
 def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write all rows or nothing (a temporary file renamed into place); NaN/Infinity are never written."""
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # one encoder, not one per json.dumps
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as out:
         for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+            out.write(encode(row) + "\n")
 
 
 def score_file(method: str, input_path: Path, output_path: Path, voter: Voter | None = None) -> dict[str, Any]:

@@ -24,20 +24,24 @@ def _compose(name: str, overrides: list[str], rephrase: str | None = None) -> An
 
 
 def _print_report(report: Any) -> None:
+    """One summary line (stderr) and the counts as JSON (stdout); the per-row lists stay in the report file."""
+    from corewarding.data.prepare import report_path
+
     print(report.summary(), file=sys.stderr)
-    print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
+    brief = report.brief(str(report_path(Path(report.output))))
+    print(json.dumps(brief, indent=2, ensure_ascii=False, default=str))
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    cfg = _compose(args.name, args.overrides)  # config errors come before the heavy imports
     from corewarding.data.prepare import prepare
 
-    _print_report(prepare(_compose(args.name, args.overrides)))
+    _print_report(prepare(cfg))
     return 0
 
 
 def _rephrase(args: argparse.Namespace) -> int:
     from corewarding.config import load_group_option
-    from corewarding.data.rephrase.run import rephrase
 
     rephraser = None
     if not any(o.startswith("rephrase=") for o in args.overrides):
@@ -49,17 +53,20 @@ def _rephrase(args: argparse.Namespace) -> int:
         if not rephraser:
             print(f"error: datasource {args.name} names no rephraser; pass rephrase=NAME", file=sys.stderr)
             return 2
-    _print_report(rephrase(_compose(args.name, args.overrides, rephrase=rephraser)))
+    cfg = _compose(args.name, args.overrides, rephrase=rephraser)
+    from corewarding.data.rephrase.run import rephrase
+
+    _print_report(rephrase(cfg))
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from corewarding.data.rephrase.importer import import_rephrased
-
     if bool(args.original) != bool(args.rewrite):
         print("error: --original and --rewrite go together", file=sys.stderr)
         return 2
     cfg = _compose(args.name, args.overrides, rephrase="release")
+    from corewarding.data.rephrase.importer import import_rephrased
+
     _print_report(import_rephrased(cfg, args.pairs, args.original, args.rewrite))
     return 0
 

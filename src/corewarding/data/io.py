@@ -11,11 +11,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:  # pandas and pyarrow load on first parquet use: small commands (rewards score) never need them
+    import pandas as pd
 
 
 class SourceError(ValueError):
@@ -45,6 +44,10 @@ def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path)
 
     Text columns are written as ``string`` (not pandas 3's ``large_string``), the type of the reference files.
     """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     frame = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(frame)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     fields = [pa.field(f.name, pa.string()) if f.type == pa.large_string() else f for f in table.schema]
@@ -70,6 +73,28 @@ def read_text(path: Path) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins escaped pairs, so any left is a lone one
+# A parsed value can hold a surrogate only if its text holds one or a \uD800-\uDFFF escape: no match, no walk needed.
+_MAY_HOLD_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+
+
+class _NonFinite(Exception):
+    """Raised by the finite decoder's number hook; the caller then walks the value to name the key."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # NaN, ±Infinity, or a literal too large for a float (1e999)
+        raise _NonFinite(text)
+    return value
+
+
+_FINITE_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_finite_float)
+_DECODER = json.JSONDecoder()
+
+
+def _may_hold_surrogate(text: str) -> bool:
+    """Cheap test first (a substring search, an ASCII check), the regex only when one of them fails."""
+    return ("\\u" in text or not text.isascii()) and _MAY_HOLD_SURROGATE.search(text) is not None
 
 
 def _unwritable(value: Any, finite: bool) -> str | None:
@@ -99,7 +124,13 @@ def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: 
     """
     where = f"{path}:{line}" if line is not None else str(path)
     try:
-        value = json.loads(text)
+        try:
+            hooked = finite and text[:1] != "\ufeff"  # a BOM: json.loads names it
+            value = _FINITE_DECODER.decode(text) if hooked else json.loads(text)
+        except _NonFinite:  # parse again without the hook; the walk below names the key
+            value, walk = json.loads(text), True
+        else:  # the walk costs more than the parse: skip it when it cannot find anything
+            walk = _may_hold_surrogate(text)
     except json.JSONDecodeError as exc:
         raise SourceError(f"{path}:{line or exc.lineno}: not valid JSON ({exc.msg})") from exc
     except RecursionError:
@@ -107,7 +138,7 @@ def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: 
     except ValueError as exc:  # int(): more digits than sys.get_int_max_str_digits()
         limit = sys.get_int_max_str_digits()
         raise SourceError(f"{where}: not valid JSON (an integer longer than {limit} digits)") from exc
-    problem = _unwritable(value, finite)
+    problem = _unwritable(value, finite) if walk else None
     if problem:
         raise SourceError(f"{where}: {problem}")
     return value
@@ -115,11 +146,18 @@ def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: 
 
 def iter_json_lines(path: Path, *, finite: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of each non-blank line; a line that is not a usable JSON object is an error naming it."""
+    decode = _FINITE_DECODER.decode if finite else _DECODER.decode
     # split on "\n" only: JSON strings may hold U+2028 and the like, which str.splitlines() breaks on
     for number, line in enumerate(read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
-        value = parse_json(line, path, number, finite=finite)
+        try:  # the fast path of a good line; parse_json parses a doubtful one again and names what is wrong
+            value = decode(line)
+            doubtful = _may_hold_surrogate(line)
+        except (ValueError, RecursionError, _NonFinite):
+            doubtful = True
+        if doubtful:
+            value = parse_json(line, path, number, finite=finite)
         if not isinstance(value, dict):
             raise SourceError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
         yield number, value
@@ -138,6 +176,8 @@ def read_verl_rows(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (prepare the data first: corewarding data prepare)")
+    import pyarrow.parquet as pq
+
     try:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError

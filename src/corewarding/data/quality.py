@@ -51,6 +51,22 @@ class QualityReport:
         data.update(self.extra)
         return data
 
+    def brief(self, report_file: str) -> dict[str, Any]:
+        """The counts of :meth:`to_dict` without its per-row lists, and where the full report is (the CLI's stdout)."""
+        return {
+            "dataset": self.dataset,
+            "stage": self.stage,
+            "split": self.split,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "dropped": {k: v for k, v in self.dropped.items() if v},
+            "dropped_total": sum(self.dropped.values()),
+            "flagged": {k: v for k, v in self.flagged.items() if v},
+            **{k: self.extra[k] for k in ("rejected", "on_failure") if k in self.extra},
+            "output": self.output,
+            "report": report_file,
+        }
+
     def summary(self) -> str:
         """One line for the terminal."""
         dropped = ", ".join(f"{k} {v}" for k, v in self.dropped.items() if v) or "none"

@@ -6,8 +6,10 @@ import argparse
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from corewarding.evaluation.harness import UnitOutcome
+if TYPE_CHECKING:  # the harness loads pyarrow: only `evaluate` itself imports it
+    from corewarding.evaluation.harness import UnitOutcome
 
 
 def _out_dir_for_model(model: str) -> Path:

@@ -169,7 +169,7 @@ def evaluate_targets(
 
     units_dir = out_dir / "eval" / "units"
     first = configs[0]
-    checker = MathVerifyChecker(int(first.math_verify.workers), float(first.math_verify.timeout_s))
+    checker = MathVerifyChecker(first.math_verify.workers, float(first.math_verify.timeout_s))  # None: one per core
     if any("math_verify" in cfg.checkers for cfg in configs):
         checker.start(wait_ready=False)  # the workers warm up while the first unit generates
     outcomes: list[UnitOutcome] = []

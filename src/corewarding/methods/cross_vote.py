@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 
 from corewarding.answers import extract_boxed_answer
-from corewarding.methods.base import GroupLabel, Rollout, Scored, ScoreResult, group_indices, has_ground_truth
+from corewarding.methods.base import GroupLabel, Rollout, Scored, ScoreResult, groups_by_view, has_ground_truth
 from corewarding.methods.voting import Voter
 
 
@@ -16,18 +17,22 @@ def score_by_vote(rollouts: Sequence[Rollout], voter: Voter, pairs: Sequence[tup
     label None and reward 0 to the whole group. Results are in input order. Rewarded rollouts without a (non-blank)
     ground truth are counted as missing: no reward depends on it, but label accuracy leaves their groups out.
     """
-    answers = [extract_boxed_answer(r.response) for r in rollouts]
+    # Column-wise, with C-level map() loops where possible: this runs once per 100k-row dump (benchmarks/cli_perf.py).
+    answers = list(map(extract_boxed_answer, (r.response for r in rollouts)))
+    truths = [r.ground_truth for r in rollouts]
+    blank = {t for t in set(truths) if not has_ground_truth(t)}  # few distinct truths: test each once
     scored: list[Scored] = []
     groups: list[GroupLabel] = []
     missing = 0
+    by_view = groups_by_view(rollouts)
     for rewarded_view, voting_view in pairs:
-        voters = group_indices(rollouts, voting_view)
-        for uid, idx in group_indices(rollouts, rewarded_view).items():
-            candidates = [answers[j] for j in voters.get(uid, [])]
+        voters = by_view.get(voting_view, {})
+        for uid, idx in by_view.get(rewarded_view, {}).items():
+            candidates = [answers[j] for j in voters.get(uid, ())]
             label, matches = voter.vote_and_match(candidates, [answers[i] for i in idx])
-            for i, match in zip(idx, matches, strict=True):
-                scored.append(Scored(i, 1.0 if match else 0.0, label))
-            groups.append(GroupLabel(uid, rewarded_view, label, rollouts[idx[0]].ground_truth, sum(matches), len(idx)))
-            missing += sum(not has_ground_truth(rollouts[i].ground_truth) for i in idx)
-    scored.sort(key=lambda s: s.index)
+            rows = zip(idx, map(float, matches), repeat(label))
+            scored.extend(map(tuple.__new__, repeat(Scored), rows))  # Scored(i, reward, label) without a Python call
+            groups.append(GroupLabel(uid, rewarded_view, label, truths[idx[0]], sum(matches), len(idx)))
+            missing += sum(map(blank.__contains__, [truths[i] for i in idx]))
+    scored.sort()  # by index: a Scored is a tuple that starts with it, and indices are unique
     return ScoreResult(scored, groups, missing)

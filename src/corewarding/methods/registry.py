@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from corewarding.methods.base import TextScorer
+
+if TYPE_CHECKING:  # the registry and the text methods never load torch
+    import torch
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from corewarding.methods.logits_rewards import masked_sequence_mean
 from corewarding.methods.registry import MethodSpec, register
+
+if TYPE_CHECKING:
+    import torch
 
 
 def sequence_reward(token_self_certainty: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """r_i = masked mean of the per-token self-certainty; an empty response gets 0.
 
+    >>> import torch
     >>> sequence_reward(torch.tensor([[2.0, 4.0], [1.0, 1.0]]), torch.tensor([[1, 1], [1, 0]]))
     tensor([3., 1.])
     """

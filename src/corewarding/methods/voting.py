@@ -58,7 +58,13 @@ class Voter:
             return None, [False] * len(targets)
         if self.mode == "math_verify":
             return self._vote_math_verify(votes, targets)
-        key = (lambda a: a) if self.mode == "exact" else _normalized
+        if self.mode == "exact":  # the hot path of rescoring (a plain dict counts small groups ~4x faster than Counter)
+            tally: dict[str, int] = {}
+            for a in votes:
+                tally[a] = tally.get(a, 0) + 1
+            label = max(tally, key=tally.__getitem__)  # the first seen of equal counts, as the reference
+            return label, [t == label for t in targets]  # a label is never blank, so t == label implies t is not
+        key = _normalized
         votes = [a for a in votes if key(a)]  # an answer that normalises to nothing ("\\!") is no vote
         if not votes:
             return None, [False] * len(targets)
@@ -95,5 +101,6 @@ def voter_from_config(vote: Any) -> Voter:
     mode = str(vote.canonicalize)
     checker = None
     if mode == "math_verify":
-        checker = MathVerifyChecker(workers=int(vote.math_verify_workers), timeout_s=float(vote.math_verify_timeout_s))
+        workers = vote.get("math_verify_workers")  # None: one per core (equivalence.resolve_workers)
+        checker = MathVerifyChecker(workers=workers, timeout_s=float(vote.math_verify_timeout_s))
     return Voter(mode, checker)

@@ -37,7 +37,27 @@ def _resume_command(argv: list[str]) -> str:
     return " ".join(["corewarding", *argv]) if argv else "corewarding pipeline run"
 
 
+def _preflight(args: argparse.Namespace) -> None:
+    """Compose the settings and the first selected cell's config: a typo fails in a second, before Prefect starts."""
+    from corewarding.config import compose_config
+    from corewarding.matrix import load_matrix, select_cells
+    from corewarding.pipeline.cells import CellPlan
+    from corewarding.pipeline.settings import load_settings
+
+    settings = load_settings(
+        args.config, **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
+        eval_overrides=args.eval_override, work_pool=args.work_pool,
+    )  # fmt: skip
+    sel = settings.selection
+    matrix = load_matrix(sel.matrix)
+    chosen = [list(names) or None for names in (sel.methods, sel.base_models, sel.datasets, sel.cells)]
+    cells = select_cells(matrix.cells, *chosen)
+    if cells:  # none selected: the flow itself names the problem
+        compose_config(CellPlan(matrix, cells[0], tuple(settings.overrides)).train_overrides())
+
+
 def _run(args: argparse.Namespace) -> int:
+    _preflight(args)
     from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 
     _import_flows()
