@@ -75,9 +75,10 @@ def _port(url: str) -> str:
     return url.rsplit(":", 1)[1].removesuffix("/api")
 
 
-def _only_server(parent: int, url: str) -> int:
-    """The one child of ``parent``: our ``prefect server start`` on the URL's port (no ephemeral server beside it)."""
-    children = _children(parent)
+def _only_server(parent: int, url: str, before: set[int]) -> int:
+    """The one new child of ``parent`` (``before``: its children beforehand, e.g. other tests' worker pools): our
+    ``prefect server start`` on the URL's port (no ephemeral server beside it)."""
+    children = [pid for pid in _children(parent) if pid not in before]
     assert len(children) == 1, children
     command = Path(f"/proc/{children[0]}/cmdline").read_bytes().split(b"\0")
     assert command[-7:-1] == [b"server", b"start", b"--host", b"127.0.0.1", b"--port", _port(url).encode()]
@@ -106,6 +107,7 @@ def test_private_server_takes_the_flow_runs_and_is_gone_after_a_sigterm_mid_run(
             os.kill(os.getpid(), signal.SIGTERM)
 
     STARTED.clear()
+    before = set(_children(os.getpid()))
     with pytest.raises(Interrupted) as stopped, interruptible(), prefect_api(checkout) as url:
         assert url.startswith("http://127.0.0.1:") and os.environ["PREFECT_API_URL"] == url
         assert os.environ["PREFECT_HOME"] == str(checkout / ".prefect")
@@ -115,7 +117,7 @@ def test_private_server_takes_the_flow_runs_and_is_gone_after_a_sigterm_mid_run(
         with get_client(sync_client=True) as client:
             assert client.api_url == url + "/"
             run = client.read_flow_run(run_id)
-        server = _only_server(os.getpid(), url)
+        server = _only_server(os.getpid(), url, before)
         threading.Thread(target=terminate_once_waiting, daemon=True).start()
         wait_for_signal(30)
     cleanup_s = time.monotonic() - sent[0]
@@ -140,10 +142,11 @@ def test_private_server_takes_the_flow_runs_and_is_gone_after_a_sigterm_mid_run(
 
 def test_api_url_from_the_environment_starts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    before = _children(os.getpid())
     with prefect_api(tmp_path) as url:
         assert url == "http://127.0.0.1:9/api"
         assert get_current_settings().api.url == url  # even when set after prefect was imported
-        assert _children(os.getpid()) == []
+        assert _children(os.getpid()) == before
     assert not (tmp_path / ".prefect").exists()
 
 

@@ -46,7 +46,7 @@ def test_import_rephrased_prints_a_summary_and_keeps_the_full_report_in_its_file
     assert (brief["rows_in"], brief["rows_out"]) == (200, 200)
     assert brief["rejected"] == {"placeholder": 50, "unchanged": 50} and brief["on_failure"] == "keep_original"
     full = json.loads(Path(brief["report"]).read_text())  # everything, per row, stays in the file
-    assert Path(brief["report"]) == tmp_path / "data/math/train_rephrased.quality.json"
+    assert Path(brief["report"]) == tmp_path / "data/math/release/train_rephrased.quality.json"
     assert len(full["rejected_rows"]) == 100 and full["rejected"] == brief["rejected"]
     assert {k: full[k] for k in ("rows_in", "rows_out", "dropped_total")} == {
         k: brief[k] for k in ("rows_in", "rows_out", "dropped_total")
