@@ -61,16 +61,26 @@ def last_boxed_only_string(text: str) -> str | None:
         if start < 0:
             return None
 
-    depth = 0
-    for pos in range(start, len(text)):
-        char = text[pos]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start : pos + 1]
-    return None
+    close = _closing_brace(text, start)
+    return text[start : close + 1] if close >= 0 else None
+
+
+def _closing_brace(text: str, start: int) -> int:
+    """The position of the "}" where the brace depth counted from ``start`` first returns to 0; -1 if none does.
+
+    The reference walks character by character; the depth at each "}" is the depth at the previous one plus the "{"
+    in between, less one, so jumping from "}" to "}" (str.find and str.count, in C) finds the same position.
+
+    >>> _closing_brace("x{a{b}c}d}", 0), _closing_brace("}{{}}", 0), _closing_brace("{{}", 0)
+    (7, 3, -1)
+    """
+    depth, pos = 0, start
+    while (close := text.find("}", pos)) >= 0:
+        depth += text.count("{", pos, close) - 1
+        if depth == 0:
+            return close
+        pos = close + 1
+    return -1
 
 
 def remove_boxed(s: str) -> str:
@@ -108,11 +118,15 @@ def extract_boxed_answer(text: str) -> str:
     >>> extract_boxed_answer("42")
     ''
     """
+    if _BOXED_SPACE not in text:  # the common case, in one call: last_boxed_only_string + remove_boxed, unrolled
+        start = text.rfind("\\boxed")
+        if start < 0 or text[start + 6 : start + 7] != "{":  # no \boxed{ (an \fbox cannot be unwrapped): ''
+            return ""
+        close = _closing_brace(text, start)
+        return text[start + len(_BOXED_BRACE) : close] if close >= 0 else ""
     boxed = last_boxed_only_string(text)
     if boxed is None:
         return ""
-    if boxed.startswith(_BOXED_BRACE):  # the common case: what remove_boxed returns (brace-matched, it ends in "}")
-        return boxed[len(_BOXED_BRACE) : -1]
     try:
         return remove_boxed(boxed)
     except ValueError:

@@ -144,11 +144,17 @@ def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: 
     return value
 
 
-def iter_json_lines(path: Path, *, finite: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank line; a line that is not a usable JSON object is an error naming it."""
+def iter_json_lines(
+    path: Path, *, finite: bool = False, text: str | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line; a line that is not a usable JSON object is an error naming it.
+
+    ``text``, when given, is the file's content already read (``path`` then only names it in messages).
+    """
     decode = _FINITE_DECODER.decode if finite else _DECODER.decode
+    text = read_text(path) if text is None else text
     # split on "\n" only: JSON strings may hold U+2028 and the like, which str.splitlines() breaks on
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:  # the fast path of a good line; parse_json parses a doubtful one again and names what is wrong
@@ -161,6 +167,28 @@ def iter_json_lines(path: Path, *, finite: bool = False) -> Iterator[tuple[int, 
         if not isinstance(value, dict):
             raise SourceError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
         yield number, value
+
+
+def plain_json_lines(text: str, *, finite: bool = False) -> list[dict[str, Any]] | None:
+    """The objects of all non-blank lines of ``text`` when none needs a closer look; otherwise None.
+
+    The bulk fast path of :func:`iter_json_lines` (which a caller then runs to name the line at fault): None when
+    the text may hold a lone surrogate, or a line fails to parse as it would there (bad JSON, deep nesting, a huge
+    integer, with ``finite`` NaN/±Infinity), or is not an object. The surrogate test runs once on the whole text.
+
+    >>> plain_json_lines('{"a": 1}\\n\\n{"b": [2]}\\n')
+    [{'a': 1}, {'b': [2]}]
+    >>> [plain_json_lines(t, finite=True) for t in ('[1]', '{"a": NaN}', '{"a": "\\\\udc00"}', '{"a": 1')]
+    [None, None, None, None]
+    """
+    if _may_hold_surrogate(text):
+        return None
+    decode = _FINITE_DECODER.decode if finite else _DECODER.decode
+    try:  # split on "\n" only, as iter_json_lines
+        values = [decode(line) for line in text.split("\n") if line.strip()]
+    except (ValueError, RecursionError, _NonFinite):
+        return None
+    return values if set(map(type, values)) <= {dict} else None
 
 
 def read_json_lines(path: Path, *, finite: bool = False) -> list[dict[str, Any]]:

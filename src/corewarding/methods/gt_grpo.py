@@ -38,7 +38,7 @@ def score(rollouts: Sequence[Rollout], voter: Voter | None = None) -> ScoreResul
         label = truth if has_ground_truth(truth) else None
         groups.append(GroupLabel(uid, "original", label, truth, agreeing, len(idx)))
     scored.sort(key=lambda s: s.index)
-    return ScoreResult(scored, groups, missing)
+    return ScoreResult.from_scored(scored, groups, missing)
 
 
 SPEC = register(

@@ -13,14 +13,16 @@ def summarize(result: ScoreResult) -> dict[str, float | int | None]:
     groups that have a ground truth, blank ones counting as none (None when no group has one); an empty label counts
     as wrong.
     """
-    n = len(result.scored)
+    n = len(result.rewards)
     groups = result.groups
     with_truth = [g for g in groups if has_ground_truth(g.ground_truth)]
-    correct = sum(1 for g in with_truth if g.label is not None and is_equiv_strict(g.label, g.ground_truth))
+    pairs = [(g.label, g.ground_truth) for g in with_truth if g.label is not None]
+    equal = {pair: is_equiv_strict(*pair) for pair in set(pairs)}  # each distinct (label, truth) compared once
+    correct = sum(map(equal.__getitem__, pairs))
     sizes = sum(g.size for g in groups)
     return {
         "n": n,
-        "mean_reward": sum(s.reward for s in result.scored) / n if n else 0.0,
+        "mean_reward": sum(result.rewards) / n if n else 0.0,
         "groups": len(groups),
         "nonempty_label_rate": sum(1 for g in groups if g.label is not None) / len(groups) if groups else 0.0,
         "label_accuracy": correct / len(with_truth) if with_truth else None,
