@@ -29,8 +29,9 @@ demo: $(STAMP)
 data: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 $(BIN)/dvc repro rephrase@tiny
 
+# two test processes: most e2e time is subprocesses and servers starting, so two at once nearly halve the wall time
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests dashboard benchmarks flows

@@ -191,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    logging.getLogger("httpx").setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's API calls
+    for noisy in ("httpx", "torch"):  # Prefect's API calls; torch's exit-time cache statistics
+        logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     from corewarding.log_once import install
 
     install()  # each warning (offline Hub, bf16 on CPU, ...) once per process

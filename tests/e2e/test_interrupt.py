@@ -20,7 +20,8 @@ from tests.support.repo import clone_project, dvc_bin
 
 BIN = Path(sys.executable).parent
 CELL = "entropy__tiny__tiny"
-COMMAND = [str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--cell", CELL, "--json"]
+SHORT = "schedule.total_steps=4"  # one checkpoint, one evaluation: the run is what is interrupted, not its length
+COMMAND = [str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--cell", CELL, SHORT, "--json"]
 
 
 def _env(clone: Path) -> dict[str, str]:
@@ -111,7 +112,7 @@ def test_two_checkouts_run_at_the_same_time_without_waiting_on_each_other(tmp_pa
     if not dvc_bin().exists():
         pytest.skip("dvc is not installed in this environment")
     clones = [clone_project(tmp_path / name) for name in ("a", "b")]
-    command = [*COMMAND[:-3], "--cell", "gt_grpo__tiny__tiny", "--steps", "data,train", "--json"]
+    command = [*COMMAND[:-4], "--cell", "gt_grpo__tiny__tiny", SHORT, "--steps", "data,train", "--json"]
     procs = [subprocess.Popen(command, cwd=c, env=_env(c), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for c in clones]  # fmt: skip
     outputs = [p.communicate(timeout=500) for p in procs]
