@@ -18,10 +18,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# The project's tests/ folder (no __init__.py) as the package `tests`: a dependency installs a top-level `tests`
+# package into site-packages, which would otherwise win over this namespace folder.
+_tests = types.ModuleType("tests")
+_tests.__path__ = [str(REPO / "tests")]
+sys.modules["tests"] = _tests
 
 from tests.support.prefect_server import kill_tree, prefect_server  # noqa: E402
 from tests.support.repo import clone_project  # noqa: E402
