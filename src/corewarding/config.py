@@ -88,6 +88,11 @@ _CHECKS: list[tuple[str, Any, str]] = [
 REPHRASED_SOURCES = ("release", "generate")
 
 
+def needs_rephrased_view(cfg: DictConfig) -> bool:
+    """Whether the method trains on rephrased questions (Co-rewarding-I, the rephrased-voting ablation)."""
+    return "rephrased" in cfg.method.views or cfg.method.get("train_on", "original") == "rephrased"
+
+
 def check_rephrased_source(cfg: DictConfig) -> None:
     """``dataset.rephrased_source``: release or generate (checked before the paths built from it resolve)."""
     source = OmegaConf.select(cfg, "dataset.rephrased_source")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from corewarding.config import ConfigError, compose_config, load_group_option
+from corewarding.config import ConfigError, compose_config, load_group_option, needs_rephrased_view
 from corewarding.matrix import Cell, Matrix, load_matrix, run_dir, select_cells
 
 
@@ -94,8 +94,6 @@ def paired_stages(dataset: DictConfig) -> list[str]:
 
 def data_stages(plan: CellPlan) -> list[str]:
     """The DVC stages a cell's training data comes from (``dataset.dvc_stages``, plus the paired ones if needed)."""
-    from corewarding.training.inputs import needs_rephrased_view
-
     dataset = plan.cfg.dataset
     stages = list(dataset.get("dvc_stages") or [])
     if needs_rephrased_view(plan.cfg):
@@ -110,8 +108,6 @@ def all_data_stages(plans: Sequence[CellPlan]) -> list[str]:
 
 def data_files(plan: CellPlan) -> dict[str, str]:
     """The files the cell trains and validates on (what its ``train@`` stage depends on)."""
-    from corewarding.training.inputs import needs_rephrased_view
-
     dataset = plan.cfg.dataset
     paired = needs_rephrased_view(plan.cfg)
     train = str(dataset.original_files if paired else dataset.train_files)

@@ -11,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from corewarding.config import needs_rephrased_view
 from corewarding.data.io import read_verl_rows
 
 log = logging.getLogger(__name__)
@@ -77,11 +78,6 @@ def _prompt_tokens(tokenizer: PreTrainedTokenizerBase, row: dict[str, Any]) -> i
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return len(ids)
-
-
-def needs_rephrased_view(cfg: DictConfig) -> bool:
-    """Whether the method trains on rephrased questions (Co-rewarding-I, the rephrased-voting ablation)."""
-    return "rephrased" in cfg.method.views or cfg.method.get("train_on", "original") == "rephrased"
 
 
 def prompt_length_tokenizer(cfg: DictConfig) -> str | None:
