@@ -29,9 +29,9 @@ demo: $(STAMP)
 data: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 $(BIN)/dvc repro rephrase@tiny
 
-# three test processes on 2 cores: most e2e time is subprocesses and servers starting (waiting, not computing)
+# two test processes, one torch thread each (tests and their subprocesses), so 2 cores are not oversubscribed
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 3 --dist worksteal --durations=25
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist worksteal --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests dashboard benchmarks flows

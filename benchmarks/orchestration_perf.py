@@ -5,6 +5,7 @@ shared store, once with one worker and once with two, in fresh copies of the pro
 each, the time spent in training and evaluation (the train/evaluate task runs), and the per-cell overhead:
 (wall - data step - training - evaluation) / cells with one worker, where cells run one after another. The clock
 starts once the workers are up (they are long-lived services); they poll the server every WORKER_QUERY_S seconds.
+Each worker stands for a machine: it is pinned to a core of its own, with one torch thread.
 
     .venv/bin/python benchmarks/orchestration_perf.py        # about 6 minutes on 2 cores
 """
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,19 +46,32 @@ def _task_seconds(env: dict[str, str]) -> dict[str, float]:
 import json
 from prefect import get_client
 runs = []
+totals = {}
 with get_client(sync_client=True) as client:
     while page := client.read_task_runs(limit=200, offset=len(runs)):  # the API's page limit is 200
         runs += page
-totals = {}
-for r in runs:
-    name = r.name.split(" ")[0].split("-")[0] if " " in r.name else r.name.rsplit("-", 1)[0]
-    totals[name] = totals.get(name, 0.0) + r.total_run_time.total_seconds()
+    for r in runs:
+        if " " in r.name:  # the cell steps: "train <cell id>"
+            totals[r.name.split(" ")[0]] = totals.get(r.name.split(" ")[0], 0.0) + r.total_run_time.total_seconds()
+        elif r.name.rsplit("-", 1)[0] in ("reproduce-data", "share-data"):
+            totals[r.name.rsplit("-", 1)[0]] = r.total_run_time.total_seconds()
+    flows = []
+    while page := client.read_flow_runs(limit=200, offset=len(flows)):
+        flows += page
+cells = [f for f in flows if "__" in f.name]  # cell runs are named after their cell id
+totals["cell-runs"] = sum(f.total_run_time.total_seconds() for f in cells)
 print(json.dumps(totals))
 """
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"reading the task runs failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _one_core(index: int) -> Callable[[], None]:
+    """Pin a worker (and its cell runs) to one core: each worker stands for a machine of its own."""
+    cores = sorted(os.sched_getaffinity(0))
+    return lambda: os.sched_setaffinity(0, {cores[index % len(cores)]})
 
 
 def _wait_for_workers(env: dict[str, str], pool: str, count: int, timeout_s: float = 120) -> None:
@@ -88,8 +103,9 @@ def measure(n_workers: int, root: Path) -> dict[str, float]:
             checkout = clone_project(root / f"w{i}")
             workers.append(subprocess.Popen(
                 [str(BIN / "prefect"), "worker", "start", "--pool", "bench", "--limit", "1"],
-                env={**env, "COREWARDING_ROOT": str(checkout)}, cwd=checkout, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True,
+                env={**env, "COREWARDING_ROOT": str(checkout), "OMP_NUM_THREADS": "1"}, cwd=checkout,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_one_core(i),
             ))  # fmt: skip
         try:
             _wait_for_workers(env, "bench", n_workers)  # workers are long-lived services: their start is not timed
@@ -117,8 +133,13 @@ def main() -> None:
             results[n] = measure(n, Path(tmp))
             log.info("%d worker(s): %s", n, json.dumps({k: round(v, 1) for k, v in results[n].items()}))
     one = results[1]
-    work = one.get("train_s", 0.0) + one.get("evaluate_s", 0.0) + one.get("reproduce_s", 0.0)
+    work = one.get("train_s", 0.0) + one.get("evaluate_s", 0.0) + one.get("reproduce-data_s", 0.0)
     overhead = (one["wall_s"] - work) / 6
+    steps = sum(one.get(f"{k}_s", 0.0) for k in ("fetch", "train", "evaluate", "publish"))
+    log.info("per cell with one worker: %.1f s in its flow run outside its steps (start-up, lease, store pushes), "
+             "%.1f s outside its flow run (worker pick-up, process start, the parent)",
+             (one.get("cell-runs_s", 0.0) - steps) / 6,
+             (one["wall_s"] - one.get("cell-runs_s", 0.0) - one.get("reproduce-data_s", 0.0)) / 6)  # fmt: skip
     log.info("machine: %s, %d cores; workers poll every %.0f s", platform.processor() or platform.machine(),
              os.cpu_count() or 0, WORKER_QUERY_S)  # fmt: skip
     log.info("each cell run is a new process: its training time includes importing torch and transformers")

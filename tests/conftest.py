@@ -3,18 +3,41 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.support.repo import TEST_CACHE_ENV
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Two test processes share the cores: one torch thread each (and in every subprocess), no oversubscription.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+_CACHE_OWNER: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One cache folder for the whole session (the xdist workers inherit it): the demo's tiny model for clones."""
+    if TEST_CACHE_ENV not in os.environ:
+        _CACHE_OWNER.append(Path(tempfile.mkdtemp(prefix="corewarding-test-cache-")))
+        os.environ[TEST_CACHE_ENV] = str(_CACHE_OWNER[0])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _CACHE_OWNER:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(TEST_CACHE_ENV, None)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+TEST_CACHE_ENV = "COREWARDING_TEST_CACHE"
 
 
 def clone_project(tmp_path: Path) -> Path:
@@ -24,6 +25,7 @@ def clone_project(tmp_path: Path) -> Path:
         if (REPO / name).is_file() and name != "dvc.lock":
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, clone / name)
+    _seed_demo_tiny_model(clone)
     for cmd in (
         ["git", "init", "-q"],
         ["git", "add", "-A"],
@@ -31,6 +33,23 @@ def clone_project(tmp_path: Path) -> Path:
     ):
         subprocess.run(cmd, cwd=clone, check=True)
     return clone
+
+
+def _seed_demo_tiny_model(clone: Path) -> None:
+    """Put the demo matrix's tiny base model (its 300-step warm start takes ~20 s) into the clone's artifacts folder,
+    built once per test session in $COREWARDING_TEST_CACHE (set by tests/conftest.py; absent: the clone builds its
+    own). The build itself has tests of its own (tests/unit/test_tiny.py); a copy is what a clone would build."""
+    cache = os.environ.get(TEST_CACHE_ENV)
+    if not cache:
+        return
+    from corewarding.config import compose_config
+    from corewarding.matrix import load_matrix
+    from corewarding.training.inputs import base_model_source
+
+    demo = load_matrix("demo")
+    cfg = compose_config([*demo.cells[0].overrides(), *demo.overrides, f"paths.artifacts_dir={cache}"])
+    built = Path(base_model_source(cfg))  # built once; the build lock serialises the test processes
+    shutil.copytree(built, clone / "artifacts" / built.name)
 
 
 def dvc_bin() -> Path:
