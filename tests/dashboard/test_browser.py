@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.net import free_port, wait_healthy
+from tests.support.net import free_port, start_dashboard, wait_healthy
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -64,13 +62,7 @@ def _listening_addresses(port: int) -> set[str]:
 @pytest.fixture()
 def server(chromium: str, synthetic_store: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corewarding.cli", "dashboard", "--db", str(synthetic_store), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_dashboard(synthetic_store, port)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(f"{url}/_stcore/health", proc, lambda: proc.communicate()[0])

@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.net import free_port, wait_healthy
+from tests.support.net import free_port, start_dashboard, wait_healthy
 
 
 def _answers(port: int) -> bool:
@@ -36,13 +35,7 @@ def _streamlit_serving(port: int) -> list[psutil.Process]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_killing_the_command_stops_the_server(synthetic_store: Path, sig: signal.Signals) -> None:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "corewarding.cli", "dashboard", "--db", str(synthetic_store), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: the cleanup below reaches anything it left behind
-    )
+    proc = start_dashboard(synthetic_store, port)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, lambda: proc.communicate()[0])
         assert _streamlit_serving(port)  # what the check below looks for is there while it serves

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -28,3 +30,14 @@ def wait_healthy(url: str, proc: subprocess.Popen, output: Callable[[], str], ti
         if proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"{url} did not answer: {output()[-3000:]}")
         time.sleep(0.3)
+
+
+def start_dashboard(db: Path, port: int) -> subprocess.Popen[str]:
+    """``corewarding dashboard`` on ``db`` in its own process group, its output readable from the process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "corewarding.cli", "dashboard", "--db", str(db), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a cleanup with killpg reaches anything it left behind
+    )

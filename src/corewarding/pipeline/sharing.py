@@ -4,7 +4,6 @@ cell's report."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.report import CellReport
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.store import ArtifactStore, RunSyncer, store_from_config
+from corewarding.training.run_record import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,6 @@ def worker_name() -> str | None:
     return None
 
 
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _shared_paths(plans: Sequence[CellPlan]) -> list[Path]:
     """The cells' data files that live inside the checkout (an absolute path is the user's own shared disk)."""
     paths = {Path(p) for plan in plans for p in data_files(plan).values()}
@@ -70,7 +62,7 @@ def share_data_files(store: ArtifactStore, plans: Sequence[CellPlan]) -> int:
     for path in _shared_paths(plans):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: a data file of the selected cells is missing (run the data step)")
-        digest = _digest(path)
+        digest = file_sha256(path)
         if store.read_bytes(f"data/{path}.sha256") != digest.encode():
             store.upload(path, f"data/{path}")
             store.write_bytes(f"data/{path}.sha256", digest.encode())
@@ -87,7 +79,7 @@ def fetch_data_files(store: ArtifactStore, plan: CellPlan) -> int:
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: missing here and not in the store {store.url}")
             continue
-        if not path.is_file() or _digest(path).encode() != wanted:
+        if not path.is_file() or file_sha256(path).encode() != wanted:
             store.download(f"data/{path}", path)
             copied += 1
     return copied

@@ -17,6 +17,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -55,6 +56,9 @@ class SyncSummary:
     files: int
     bytes: int
     seconds: float
+
+    def __str__(self) -> str:
+        return f"{self.files} files ({self.bytes} bytes) in {self.seconds:.2f}s"
 
 
 def _entry(data: bytes) -> dict[str, Any]:
@@ -183,6 +187,16 @@ class ArtifactStore:
         except OSError as exc:
             raise StoreError(f"artifact store {self.url}: cannot check run {cell_id} ({exc})") from exc
 
+    def _locked(self, what: str, transfer: Callable[[], tuple[int, int]]) -> SyncSummary:
+        """Run a push or pull under the store's lock, timed; an OSError becomes a StoreError saying what failed."""
+        start = time.monotonic()
+        with self._lock:
+            try:
+                files, nbytes = transfer()
+            except OSError as exc:
+                raise StoreError(f"{what} failed: {exc}") from exc
+        return SyncSummary(files, nbytes, time.monotonic() - start)
+
     def push_run(self, cell_id: str, run_dir: Path, *, cancel: threading.Event | None = None) -> SyncSummary:
         """Copy the run folder's new or changed files to the store, complete checkpoints first, pointers last.
 
@@ -192,14 +206,10 @@ class ArtifactStore:
         if not run_dir.is_dir():
             raise StoreError(f"{run_dir}: no run folder to push to {self.url}")
         base = self._run_path(cell_id)
-        start = time.monotonic()
-        with self._lock:
-            try:
-                files, nbytes = self._push(base, run_dir, cancel)
-            except OSError as exc:
-                raise StoreError(f"push of {run_dir} to {self.url}/runs/{cell_id} failed: {exc}") from exc
-        summary = SyncSummary(files, nbytes, time.monotonic() - start)
-        log.info("pushed %d files (%d bytes) of %s to %s in %.2fs", files, nbytes, run_dir, base, summary.seconds)
+        summary = self._locked(
+            f"push of {run_dir} to {self.url}/runs/{cell_id}", lambda: self._push(base, run_dir, cancel)
+        )
+        log.info("pushed %s of %s to %s", summary, run_dir, base)
         return summary
 
     def _push(self, base: str, run_dir: Path, cancel: threading.Event | None) -> tuple[int, int]:
@@ -264,14 +274,10 @@ class ArtifactStore:
         """
         run_dir = Path(run_dir)
         base = self._run_path(cell_id)
-        start = time.monotonic()
-        with self._lock:
-            try:
-                files, nbytes = self._pull(base, run_dir, checkpoints)
-            except OSError as exc:
-                raise StoreError(f"pull of {self.url}/runs/{cell_id} into {run_dir} failed: {exc}") from exc
-        summary = SyncSummary(files, nbytes, time.monotonic() - start)
-        log.info("pulled %d files (%d bytes) from %s into %s in %.2fs", files, nbytes, base, run_dir, summary.seconds)
+        summary = self._locked(
+            f"pull of {self.url}/runs/{cell_id} into {run_dir}", lambda: self._pull(base, run_dir, checkpoints)
+        )
+        log.info("pulled %s from %s into %s", summary, base, run_dir)
         return summary
 
     def _pull(self, base: str, run_dir: Path, checkpoints: bool) -> tuple[int, int]:
