@@ -42,13 +42,11 @@ def _seed_demo_tiny_model(clone: Path) -> None:
     cache = os.environ.get(TEST_CACHE_ENV)
     if not cache:
         return
-    from corewarding.config import compose_config
-    from corewarding.matrix import load_matrix
+    from corewarding.pipeline.cells import plan_cell
     from corewarding.training.inputs import base_model_source
 
-    demo = load_matrix("demo")
-    cfg = compose_config([*demo.cells[0].overrides(), *demo.overrides, f"paths.artifacts_dir={cache}"])
-    built = Path(base_model_source(cfg))  # built once; the build lock serialises the test processes
+    plan = plan_cell("demo", "gt_grpo__tiny__tiny", [f"paths.artifacts_dir={cache}"])  # every demo cell: one model
+    built = Path(base_model_source(plan.cfg))  # built once; the build lock serialises the test processes
     shutil.copytree(built, clone / "artifacts" / built.name)
 
 

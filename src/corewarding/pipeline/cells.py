@@ -59,6 +59,12 @@ def path_overrides(overrides: Sequence[str]) -> list[str]:
     return [o for o in overrides if o.lstrip("+").startswith("paths.")]
 
 
+def selected_cells(matrix: Matrix, selection: Selection) -> list[Cell]:
+    """The matrix's cells that the selection names (an empty facet selects every value of it)."""
+    facets = (selection.methods, selection.base_models, selection.datasets, selection.cells)
+    return select_cells(matrix.cells, *[list(names) or None for names in facets])
+
+
 def plan_cells(
     selection: Selection, overrides: Sequence[str] = (), eval_overrides: Sequence[str] = ()
 ) -> list[CellPlan]:
@@ -66,13 +72,7 @@ def plan_cells(
     matrix = load_matrix(selection.matrix)
     for cell_id in selection.cells:
         matrix.cell(cell_id)  # an unknown id is an error naming the matrix
-    cells = select_cells(
-        matrix.cells,
-        list(selection.methods) or None,
-        list(selection.base_models) or None,
-        list(selection.datasets) or None,
-        list(selection.cells) or None,
-    )
+    cells = selected_cells(matrix, selection)
     if not cells:
         raise ConfigError(f"no cell of matrix {matrix.name!r} matches the selection {selection}")
     plans = [CellPlan(matrix, cell, tuple(overrides), tuple(eval_overrides)) for cell in cells]

@@ -40,18 +40,16 @@ def _resume_command(argv: list[str]) -> str:
 def _preflight(args: argparse.Namespace) -> None:
     """Compose the settings and the first selected cell's config: a typo fails in a second, before Prefect starts."""
     from corewarding.config import compose_config
-    from corewarding.matrix import load_matrix, select_cells
-    from corewarding.pipeline.cells import CellPlan
+    from corewarding.matrix import load_matrix
+    from corewarding.pipeline.cells import CellPlan, selected_cells
     from corewarding.pipeline.settings import load_settings
 
     settings = load_settings(
         args.config, **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
         eval_overrides=args.eval_override, work_pool=args.work_pool,
     )  # fmt: skip
-    sel = settings.selection
-    matrix = load_matrix(sel.matrix)
-    chosen = [list(names) or None for names in (sel.methods, sel.base_models, sel.datasets, sel.cells)]
-    cells = select_cells(matrix.cells, *chosen)
+    matrix = load_matrix(settings.selection.matrix)
+    cells = selected_cells(matrix, settings.selection)
     if cells:  # none selected: the flow itself names the problem
         compose_config(CellPlan(matrix, cells[0], tuple(settings.overrides)).train_overrides())
 
