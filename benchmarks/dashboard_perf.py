@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from corewarding.matrix import load_matrix  # noqa: E402
 from corewarding.results import store, synthetic  # noqa: E402
-from corewarding.results.collapse import detect_collapse  # noqa: E402
+from corewarding.results.collapse import collapse_events, detect_collapse  # noqa: E402
 from corewarding.results.ingest import ingest  # noqa: E402
 from dashboard import queries  # noqa: E402
 
@@ -44,8 +44,7 @@ def page_queries(db: Path) -> dict[str, list[tuple[str, Callable[[Any], Any]]]]:
     curves = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
 
     def collapse_all(con: Any) -> Any:
-        inputs = queries.collapse_inputs(con)
-        return detect_collapse(inputs, inputs.groupby("run_id")["cap"].first().to_dict())
+        return collapse_events(queries.collapse_inputs(con))
 
     return {
         "matrix": [

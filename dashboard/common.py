@@ -129,8 +129,3 @@ def method_colour(method: str) -> str:
 def method_scale(methods: list[str]) -> alt.Scale:
     """An Altair colour scale giving each method (or each label of a method) its fixed colour."""
     return alt.Scale(domain=list(methods), range=[method_colour(m) for m in methods])
-
-
-def run_label(frame: pd.DataFrame) -> dict[str, str]:
-    """run_id -> a label with the status, for select boxes."""
-    return {r.run_id: f"{r.run_id} ({r.status})" for r in frame.itertuples()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from corewarding.results.collapse import CollapseRules, detect_collapse
+from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.common import METHOD_COLOURS, query, require_store, table
 from dashboard.curves_chart import X_FIELDS, curves_chart, run_labels, smooth
 
@@ -25,9 +25,7 @@ def rules_from_sidebar() -> CollapseRules:
 
 
 def events_for(run_ids: list[str] | None, rules: CollapseRules) -> pd.DataFrame:
-    inputs = query("collapse_inputs", run_ids)
-    caps = inputs.groupby("run_id")["cap"].first().to_dict() if len(inputs) else {}
-    return detect_collapse(inputs, caps, rules)
+    return collapse_events(query("collapse_inputs", run_ids), rules)
 
 
 def choose_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -73,6 +73,7 @@ def _report(args: argparse.Namespace) -> int:
     """Write the reproduction report of a matrix as one HTML file (atomically: a reader never sees half of it)."""
     import duckdb
 
+    from corewarding.data.io import atomic_path
     from corewarding.results.report import ReportError, build_report
     from corewarding.results.schema import SchemaError
     from corewarding.results.store import StoreBusyError
@@ -85,13 +86,8 @@ def _report(args: argparse.Namespace) -> int:
         return _fail(exc)
     except duckdb.Error as exc:  # e.g. a file that is not a DuckDB database
         return _fail(f"{db}: cannot be read as a results store: {exc}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     print(json.dumps({"db": str(db), "matrix": args.matrix, "out": str(out), "bytes": len(text.encode())}))
     return 0
 

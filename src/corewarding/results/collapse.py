@@ -117,3 +117,9 @@ def detect_collapse(
         }
         events += [(run_id, rule, hit[0], hit[1]) for rule, hit in found.items() if hit is not None]
     return pd.DataFrame(events, columns=EVENT_COLUMNS).sort_values(["run_id", "step"], ignore_index=True)
+
+
+def collapse_events(inputs: pd.DataFrame, rules: CollapseRules = CollapseRules()) -> pd.DataFrame:
+    """Events from the rows of ``read.collapse_inputs`` (long metrics with each run's length ``cap`` column)."""
+    caps = inputs.groupby("run_id")["cap"].first().to_dict() if len(inputs) else {}
+    return detect_collapse(inputs, caps, rules)

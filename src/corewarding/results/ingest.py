@@ -153,7 +153,7 @@ def ingest_run(
     summary.runs += 1
 
 
-RUN_TABLES = ("training_metrics", "eval_metrics", "eval_samples", "runs")
+RUN_TABLES = (*(table for _, table in RUN_SOURCES.values()), "runs")
 
 
 Identity = tuple[str, str, str]

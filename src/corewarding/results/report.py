@@ -22,7 +22,7 @@ import pandas as pd
 
 from corewarding.matrix import Cell
 from corewarding.results import plots
-from corewarding.results.collapse import CollapseRules, detect_collapse
+from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import collapse_inputs, paper_comparison, paper_tables
 from corewarding.results.store import reader
 
@@ -105,8 +105,7 @@ def collect(
         [[c.cell_id for c in cells]],
     ).fetchdf()
     curves = collapse_inputs(con, runs["run_id"].tolist()) if len(runs) else pd.DataFrame()
-    caps = curves.groupby("run_id")["cap"].first().to_dict() if len(curves) else {}
-    events = detect_collapse(curves, caps, rules) if len(curves) else pd.DataFrame(columns=["run_id", "rule"])
+    events = collapse_events(curves, rules) if len(curves) else pd.DataFrame(columns=["run_id", "rule"])
     comparison = comparison_for(con, cells, checker, policy)
     log.info("report: %d paper cells, %d runs, %d collapse events", len(comparison), len(runs), len(events))
     return ReportData(matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves)
