@@ -67,6 +67,10 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
             try:
                 yield url
             finally:
+                try:  # an interrupt can land between a run's creation and its start
+                    _cancel_unfinished_runs()
+                except Exception as exc:  # never hide why the run is ending
+                    log.warning("could not cancel the runs left unfinished: %s", exc)
                 _drain_prefect_services()  # queued logs and events go out while the server still answers
     finally:
         _stop(server)
@@ -211,6 +215,34 @@ def _prefect_settings(url: str, home: Path | None) -> Iterator[None]:
             yield
         finally:
             prefect.context.GLOBAL_SETTINGS_CONTEXT = previous_global
+
+
+def _cancel_unfinished_runs() -> None:
+    """On the way out of a private server (this checkout's alone): cancel the flow and task runs still pending or
+    running, such as a run created by the engine just before a Ctrl-C reached it, so none is left in the database."""
+    from prefect import get_client
+    from prefect.client.schemas import filters
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Cancelled
+
+    open_states = [StateType.PENDING, StateType.RUNNING, StateType.CANCELLING]
+    with get_client(sync_client=True) as client:
+        flow_runs = client.read_flow_runs(
+            flow_run_filter=filters.FlowRunFilter(
+                state=filters.FlowRunFilterState(type=filters.FlowRunFilterStateType(any_=open_states))
+            )
+        )
+        task_runs = client.read_task_runs(
+            task_run_filter=filters.TaskRunFilter(
+                state=filters.TaskRunFilterState(type=filters.TaskRunFilterStateType(any_=open_states))
+            )
+        )
+        for flow_run in flow_runs:
+            client.set_flow_run_state(flow_run.id, Cancelled(message="the pipeline run ended"), force=True)
+        for task_run in task_runs:
+            client.set_task_run_state(task_run.id, Cancelled(message="the pipeline run ended"), force=True)
+    if flow_runs or task_runs:
+        log.info("cancelled %d flow run(s) and %d task run(s) left unfinished", len(flow_runs), len(task_runs))
 
 
 def _drain_prefect_services() -> None:
