@@ -224,3 +224,39 @@ def test_resume_hint_names_the_command() -> None:
     assert resume_hint("corewarding pipeline run --cell a") == (
         "interrupted; nothing is lost: run `corewarding pipeline run --cell a` to resume (finished steps are skipped)"
     )
+
+
+def _signal_self(sig: signal.Signals) -> None:
+    os.kill(os.getpid(), sig)
+    time.sleep(1)  # the handler runs here, raising KeyboardInterrupt
+    raise AssertionError("the signal handler did not run")
+
+
+def test_a_signal_wrapped_in_a_librarys_own_error_still_ends_as_the_interruption() -> None:
+    # pydantic's serializer turns a KeyboardInterrupt raised inside it into PydanticSerializationError (seen in CI)
+    with pytest.raises(Interrupted) as stopped, interruptible():
+        try:
+            _signal_self(signal.SIGINT)
+        except KeyboardInterrupt as interrupt:
+            raise ValueError("Error calling function `_ser_model`: KeyboardInterrupt: SIGINT") from interrupt
+    assert stopped.value.exit_code == 130
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_swallowed_signal_still_ends_the_block_as_interrupted() -> None:
+    def swallowing_flow() -> str:
+        try:
+            _signal_self(signal.SIGTERM)
+        except KeyboardInterrupt:
+            return "failed state"  # what an orchestrator does with an exception inside a task
+        return "completed"
+
+    with pytest.raises(Interrupted) as stopped, interruptible():
+        assert swallowing_flow() == "failed state"
+    assert stopped.value.signal_name == "SIGTERM"
+    assert stopped.value.exit_code == 143
+
+
+def test_an_error_without_a_signal_passes_through_unchanged() -> None:
+    with pytest.raises(ValueError, match="bad config"), interruptible():
+        raise ValueError("bad config")

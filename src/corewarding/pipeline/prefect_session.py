@@ -93,7 +93,9 @@ class Interrupted(Exception):
 def interruptible() -> Iterator[None]:
     """Inside, SIGTERM (like SIGINT) raises KeyboardInterrupt in the main thread, so every ``finally`` and context
     manager on the way out runs for both; leaving on such an interruption raises ``Interrupted(<signal name>)``.
-    The previous handlers are restored on exit. Main thread only (Python delivers signals there)."""
+    Once a signal came, the block ends in ``Interrupted`` however it ends (a library may have swallowed the
+    KeyboardInterrupt or wrapped it in its own error). The previous handlers are restored on exit. Main thread only
+    (Python delivers signals there)."""
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("interruptible() sets signal handlers, which only the main thread can do")
     received: list[str] = []
@@ -107,9 +109,17 @@ def interruptible() -> Iterator[None]:
         yield
     except KeyboardInterrupt as interrupt:
         raise Interrupted(received[0] if received else "SIGINT") from interrupt
+    except BaseException as other:
+        # A library may catch the KeyboardInterrupt and raise its own error (pydantic's serializer wraps it in a
+        # PydanticSerializationError): once a signal came, whatever ends the block is that interruption.
+        if received:
+            raise Interrupted(received[0]) from other
+        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if received:  # the interruption was swallowed on the way (turned into a failed state): still an interruption
+        raise Interrupted(received[0])
 
 
 def resume_hint(command: str) -> str:
