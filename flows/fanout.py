@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from prefect.client.orchestration import get_client
+from prefect.client.orchestration import SyncPrefectClient, get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
 from prefect.states import Cancelled, Cancelling, Crashed, State
@@ -25,6 +26,7 @@ from flows import tasks
 
 log = logging.getLogger(__name__)
 CELL_FLOW = "corewarding-cell"
+_PAGE = 200  # the most flow runs the Prefect API returns at once
 
 
 def cell_report(plan: CellPlan, job: CellJob, state: State[Any]) -> CellReport:
@@ -109,10 +111,10 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
     watch = LeaseWatch(settings.lease_timeout_s)
     reports: list[CellReport] = []
     try:
-        while active:
-            time.sleep(settings.poll_s)
-            with get_client(sync_client=True) as client:
-                runs = {cid: client.read_flow_run(a.run_id) for cid, a in active.items()}
+        with get_client(sync_client=True) as client:  # one client, one request per look: the server serves workers
+            while active:
+                time.sleep(settings.poll_s)
+                runs = read_runs(client, {cell_id: attempt.run_id for cell_id, attempt in active.items()})
                 for cell_id, run in runs.items():
                     attempt = active[cell_id]
                     if run.state and run.state.is_final():
@@ -134,6 +136,19 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
         cancel_runs([a.run_id for a in active.values()])
         raise
     return reports
+
+
+def read_runs(client: SyncPrefectClient, run_ids: dict[str, UUID]) -> dict[str, FlowRun]:
+    """The flow runs of these cells (cell id -> run id), read in one request per 200 (the API's page limit)."""
+    ids = list(run_ids.values())
+    found: dict[UUID, FlowRun] = {}
+    for start in range(0, len(ids), _PAGE):
+        page = FlowRunFilter(id=FlowRunFilterId(any_=ids[start : start + _PAGE]))
+        found.update((run.id, run) for run in client.read_flow_runs(flow_run_filter=page, limit=_PAGE))
+    missing = [cell_id for cell_id, run_id in run_ids.items() if run_id not in found]
+    if missing:
+        raise RuntimeError(f"cell runs deleted from the Prefect server while the pipeline waited: {', '.join(missing)}")
+    return {cell_id: found[run_id] for cell_id, run_id in run_ids.items()}
 
 
 def cancel_runs(run_ids: list[UUID]) -> None:
