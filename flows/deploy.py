@@ -14,7 +14,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 
 from corewarding.pipeline.settings import deployment_specs
-from corewarding.pipeline.worker import PULL_STEP
+from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PULL_STEP
 from flows.cell import cell
 from flows.pipeline import pipeline
 
@@ -80,6 +80,7 @@ def deploy_to_pool(
     ]
     cells = [
         cell_source.to_deployment(name=pool, work_pool_name=pool, tags=["corewarding", "cell"],
+                                  job_variables={"command": CELL_ENGINE_COMMAND},
                                   description=f"one matrix cell (train, evaluate, publish) on work pool {pool}")
         for pool in pools
     ]  # fmt: skip

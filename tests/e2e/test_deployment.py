@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from corewarding.pipeline.worker import PULL_STEP
+from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PULL_STEP
 from tests.support.prefect_server import prefect_server
 from tests.support.repo import clone_project, dvc_bin
 
@@ -53,6 +53,7 @@ run = run_deployment("corewarding-pipeline/nightly", timeout=0,
 print(json.dumps({{"run": str(run.id),
   "schedules": {{n: [s.schedule.cron for s in d.schedules] for n, d in deployments.items()}},
   "pull_steps": {{n: d.pull_steps for n, d in deployments.items()}},
+  "commands": {{n: (d.job_variables or {{}}).get("command") for n, d in deployments.items()}},
   "pools": sorted({{d.work_pool_name for d in deployments.values()}})}}))
 """
     info = json.loads(_run([sys.executable, "-c", trigger], server, clone).strip().splitlines()[-1])
@@ -61,6 +62,8 @@ print(json.dumps({{"run": str(run.id),
     assert info["pools"] == ["cpu-pool"]
     # Every deployment runs in the worker's own checkout, not at the deploying machine's path.
     assert set(map(json.dumps, info["pull_steps"].values())) == {json.dumps([{PULL_STEP: {}}])}
+    # A cell run starts Prefect's engine once, through our quick-exit wrapper; the scheduled runs keep Prefect's own.
+    assert info["commands"] == {"nightly": None, "weekly-eval": None, "cpu-pool": CELL_ENGINE_COMMAND}
 
     worker_env = {**server, "COREWARDING_ROOT": str(clone)}  # the worker machine's checkout
     worker = _run([str(BIN / "prefect"), "worker", "start", "--pool", "cpu-pool", "--run-once"], worker_env, tmp_path)

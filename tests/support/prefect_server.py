@@ -29,6 +29,7 @@ def prefect_server(home: Path) -> Iterator[dict[str, str]]:
         "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
         "HF_HUB_OFFLINE": "1",
         "PREFECT_WORKER_QUERY_SECONDS": "1",  # a worker started here sees a new run within a second (default 10 s)
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # the project's environment active, as for a worker
     }
     log = (home / "server.log").open("w")
     proc = subprocess.Popen(
