@@ -128,7 +128,8 @@ def _deploy(args: argparse.Namespace) -> int:
     cells = args.cell_pool or args.work_pool
     if args.cell_pool:
         print(f"start the scheduled runs' worker on one machine:  prefect worker start --pool {args.work_pool}")
-    print(f"start one worker per GPU machine, in its checkout:  prefect worker start --pool {cells} --limit 1")
+    print(f"start one worker per GPU machine, in its checkout with its environment active (source .venv/bin/activate):"
+          f"  PREFECT_WORKER_QUERY_SECONDS=1 prefect worker start --pool {cells} --limit 1")  # fmt: skip
     return 0
 
 
