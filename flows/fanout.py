@@ -133,7 +133,7 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
                                 _lost(attempt.plan, attempt.job, f"its worker stopped {attempt.number} time(s)")
                             )
     except BaseException:
-        cancel_runs([a.run_id for a in active.values()])
+        cancel_runs({cell_id: attempt.run_id for cell_id, attempt in active.items()})
         raise
     return reports
 
@@ -151,16 +151,16 @@ def read_runs(client: SyncPrefectClient, run_ids: dict[str, UUID]) -> dict[str, 
     return {cell_id: found[run_id] for cell_id, run_id in run_ids.items()}
 
 
-def cancel_runs(run_ids: list[UUID]) -> None:
-    """Stop these cell runs: one not started yet is cancelled at once, a running one is left to its worker to kill."""
+def cancel_runs(run_ids: dict[str, UUID]) -> None:
+    """Stop these cell runs (cell id -> run id): one not started yet is cancelled at once, a running one is left to
+    its worker to kill."""
     if not run_ids:
         return
     with get_client(sync_client=True) as client:
-        for run_id in run_ids:
-            run = client.read_flow_run(run_id)
+        for run in read_runs(client, run_ids).values():  # one request, not one per cell: Ctrl-C must end quickly
             if run.state and run.state.is_final():
                 continue
             started = bool(run.state and run.state.is_running())
             state = Cancelling if started else Cancelled
-            client.set_flow_run_state(run_id, state(message="the pipeline run was interrupted"), force=True)
+            client.set_flow_run_state(run.id, state(message="the pipeline run was interrupted"), force=True)
     log.warning("cancelled %d cell run(s)", len(run_ids))

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from prefect import flow
 from prefect.client.orchestration import get_client
+from prefect.states import Completed, Running
 
 from corewarding.pipeline.prefect_session import prefect_api
 from flows import fanout
-from flows.fanout import read_runs
+from flows.fanout import cancel_runs, read_runs
 
 
 @flow(name="fanout-probe")
@@ -18,11 +19,15 @@ def probe() -> None:
     """Never run: only its flow runs are created."""
 
 
-def test_read_runs_pages_past_the_apis_limit_and_names_a_deleted_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with prefect_api(tmp_path_factory.mktemp("checkout")) as url:
+        yield url
+
+
+def test_read_runs_pages_past_the_apis_limit_and_names_a_deleted_run(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fanout, "_PAGE", 4)  # the API's 200, scaled down: 11 runs take three pages
-    with prefect_api(tmp_path), get_client(sync_client=True) as client:
+    with get_client(sync_client=True) as client:
         runs = {f"cell-{i:03d}": client.create_flow_run(probe, name=f"cell-{i:03d}").id for i in range(11)}
         found = read_runs(client, runs)
         assert list(found) == list(runs)  # every cell, in the caller's order
@@ -31,3 +36,13 @@ def test_read_runs_pages_past_the_apis_limit_and_names_a_deleted_run(
         client.delete_flow_run(runs["cell-007"])
         with pytest.raises(RuntimeError, match=r"deleted from the Prefect server.*: cell-007$"):
             read_runs(client, runs)
+
+
+def test_cancel_runs_cancels_waiting_runs_asks_running_ones_and_leaves_finished_ones(api: str) -> None:
+    with get_client(sync_client=True) as client:
+        runs = {name: client.create_flow_run(probe, name=name).id for name in ("waiting", "running", "done")}
+        client.set_flow_run_state(runs["running"], Running(), force=True)
+        client.set_flow_run_state(runs["done"], Completed(), force=True)
+        cancel_runs(runs)
+        states = {name: client.read_flow_run(run_id).state_name for name, run_id in runs.items()}
+    assert states == {"waiting": "Cancelled", "running": "Cancelling", "done": "Completed"}
