@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,7 +171,7 @@ def main() -> None:
             ratios.append(_report(results))
     if rounds > 1:
         log.info("two-worker ratio by round: %s; median %.2fx (target <= 0.6x)",
-                 ", ".join(f"{r:.2f}" for r in ratios), sorted(ratios)[len(ratios) // 2])  # fmt: skip
+                 ", ".join(f"{r:.2f}" for r in ratios), statistics.median(ratios))  # fmt: skip
 
 
 def _report(results: dict[int, dict[str, float]]) -> float:

@@ -21,19 +21,20 @@ def ema(values: np.ndarray, weight: float) -> np.ndarray:
     >>> ema(np.array([0.0, 1.0, 1.0]), 0.5).tolist()
     [0.0, 0.5, 0.75]
     """
-    out = np.empty(len(values))
-    last = values[0] if len(values) else 0.0
-    for i, v in enumerate(values):
-        last = weight * last + (1 - weight) * v
-        out[i] = last
-    return out
+    return pd.Series(values, dtype=float).ewm(alpha=_alpha(weight), adjust=False).mean().to_numpy()
+
+
+def _alpha(weight: float) -> float:
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"EMA weight must be in [0, 1), got {weight}")
+    return 1.0 - weight
 
 
 def smooth(curves: pd.DataFrame, weight: float) -> pd.DataFrame:
     """``curves`` without NaN values, with ``smoothed``: the EMA of each run's metric over its steps."""
     data = curves[curves["value"].notna()].sort_values(["run_id", "metric", "step"], ignore_index=True)
-    parts = [ema(group.to_numpy(dtype=float), weight) for _, group in data.groupby(["run_id", "metric"])["value"]]
-    data["smoothed"] = np.concatenate(parts) if parts else np.array([], dtype=float)
+    by_curve = data.astype({"value": float}).groupby(["run_id", "metric"], sort=False)["value"]
+    data["smoothed"] = by_curve.ewm(alpha=_alpha(weight), adjust=False).mean().droplevel([0, 1])
     return data
 
 

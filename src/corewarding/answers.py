@@ -54,15 +54,20 @@ def last_boxed_only_string(text: str) -> str | None:
     """
     if _BOXED_SPACE in text:
         return _BOXED_SPACE + text.split(_BOXED_SPACE)[-1].split("$")[0]
+    span = _last_braced_box(text)
+    return text[span[0] : span[1] + 1] if span else None
 
+
+def _last_braced_box(text: str) -> tuple[int, int] | None:
+    r"""Where the last ``\boxed`` (failing that, the last ``\fbox``) starts, and its closing brace; None if there is
+    none or its braces do not close."""
     start = text.rfind("\\boxed")
     if start < 0:
         start = text.rfind("\\fbox")
         if start < 0:
             return None
-
     close = _closing_brace(text, start)
-    return text[start : close + 1] if close >= 0 else None
+    return (start, close) if close >= 0 else None
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -118,12 +123,11 @@ def extract_boxed_answer(text: str) -> str:
     >>> extract_boxed_answer("42")
     ''
     """
-    if _BOXED_SPACE not in text:  # the common case, in one call: last_boxed_only_string + remove_boxed, unrolled
-        start = text.rfind("\\boxed")
-        if start < 0 or text[start + 6 : start + 7] != "{":  # no \boxed{ (an \fbox cannot be unwrapped): ''
+    if _BOXED_SPACE not in text:  # the common case: last_boxed_only_string + remove_boxed without their copies
+        span = _last_braced_box(text)
+        if span is None or not text.startswith(_BOXED_BRACE, span[0]):  # an \fbox cannot be unwrapped: ''
             return ""
-        close = _closing_brace(text, start)
-        return text[start + len(_BOXED_BRACE) : close] if close >= 0 else ""
+        return text[span[0] + len(_BOXED_BRACE) : span[1]]
     boxed = last_boxed_only_string(text)
     if boxed is None:
         return ""

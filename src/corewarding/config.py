@@ -11,6 +11,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from corewarding.equivalence import WORKERS_REQUIREMENT, valid_workers
+
 CONFIG_DIR_ENV = "COREWARDING_CONFIG_DIR"
 
 
@@ -111,8 +113,8 @@ def validate_config(cfg: DictConfig) -> None:
         if not good:
             raise ConfigError(f"{key}={value!r}: must be {requirement}")
     workers = OmegaConf.select(cfg, "vote.math_verify_workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"vote.math_verify_workers={workers!r}: must be an integer >= 1, or null (one per core)")
+    if not valid_workers(workers):
+        raise ConfigError(f"vote.math_verify_workers={workers!r}: must be {WORKERS_REQUIREMENT}")
     total = OmegaConf.select(cfg, "schedule.total_steps")
     if total is not None and total < 1:
         raise ConfigError(f"schedule.total_steps={total!r}: must be >= 1 or null")

@@ -78,6 +78,14 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+WORKERS_REQUIREMENT = "an integer >= 1, or null (one per core)"
+
+
+def valid_workers(value: object) -> bool:
+    """Whether ``value`` is a math-verify worker count: null (one per core) or an integer >= 1 (a bool is not)."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
 def resolve_workers(workers: int | None, key: str = "workers") -> int:
     """``workers`` math-verify processes, or one per core when None (the config default, null).
 
@@ -88,11 +96,9 @@ def resolve_workers(workers: int | None, key: str = "workers") -> int:
     >>> resolve_workers(None) == default_workers()
     True
     """
-    if workers is None:
-        return default_workers()
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"{key}={workers!r}: must be an integer >= 1, or null for one per core")
-    return workers
+    if not valid_workers(workers):
+        raise ValueError(f"{key}={workers!r}: must be {WORKERS_REQUIREMENT}")
+    return default_workers() if workers is None else workers
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.common import METHOD_COLOURS, method_colour
@@ -60,6 +61,8 @@ def test_curves_page_compares_the_methods_of_one_setting(app: AppTest) -> None:
 def test_ema_labels_and_onset_marks() -> None:
     assert ema(np.array([1.0, 0.0, 0.0]), 0.0).tolist() == [1.0, 0.0, 0.0]
     assert ema(np.array([1.0, 0.0, 0.0]), 0.5).tolist() == [1.0, 0.5, 0.25]
+    with pytest.raises(ValueError, match="EMA weight must be in"):
+        ema(np.array([1.0]), 1.0)  # no new value would ever count
     curves = pd.DataFrame(
         {
             "run_id": ["a"] * 4 + ["b"] * 2,
@@ -76,6 +79,8 @@ def test_ema_labels_and_onset_marks() -> None:
         ["b", "m", 2.0],
         ["b", "m", 2.0],
     ]
+    nothing = smooth(curves.head(0), 0.5)
+    assert nothing.empty and "smoothed" in nothing.columns
     runs = pd.DataFrame(
         {
             "run_id": ["x__y__z@11111111", "x__y__z@22222222", "gt_grpo__q__m@3"],

@@ -122,7 +122,6 @@ def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: 
     Besides bad syntax: nesting deeper than the parser's recursion limit, an integer longer than Python's digit limit,
     a lone surrogate escape (no UTF-8 output can hold it) and, with ``finite``, NaN or ±Infinity (naming the key).
     """
-    where = f"{path}:{line}" if line is not None else str(path)
     try:
         try:
             hooked = finite and text[:1] != "\ufeff"  # a BOM: json.loads names it
@@ -134,14 +133,18 @@ def parse_json(text: str, path: Path | str, line: int | None = None, *, finite: 
     except json.JSONDecodeError as exc:
         raise SourceError(f"{path}:{line or exc.lineno}: not valid JSON ({exc.msg})") from exc
     except RecursionError:
-        raise SourceError(f"{where}: not valid JSON (nested too deeply)") from None
+        raise SourceError(f"{_where(path, line)}: not valid JSON (nested too deeply)") from None
     except ValueError as exc:  # int(): more digits than sys.get_int_max_str_digits()
         limit = sys.get_int_max_str_digits()
-        raise SourceError(f"{where}: not valid JSON (an integer longer than {limit} digits)") from exc
+        raise SourceError(f"{_where(path, line)}: not valid JSON (an integer longer than {limit} digits)") from exc
     problem = _unwritable(value, finite) if walk else None
     if problem:
-        raise SourceError(f"{where}: {problem}")
+        raise SourceError(f"{_where(path, line)}: {problem}")
     return value
+
+
+def _where(path: Path | str, line: int | None) -> str:
+    return f"{path}:{line}" if line is not None else str(path)
 
 
 def iter_json_lines(
@@ -151,19 +154,12 @@ def iter_json_lines(
 
     ``text``, when given, is the file's content already read (``path`` then only names it in messages).
     """
-    decode = _FINITE_DECODER.decode if finite else _DECODER.decode
     text = read_text(path) if text is None else text
     # split on "\n" only: JSON strings may hold U+2028 and the like, which str.splitlines() breaks on
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:  # the fast path of a good line; parse_json parses a doubtful one again and names what is wrong
-            value = decode(line)
-            doubtful = _may_hold_surrogate(line)
-        except (ValueError, RecursionError, _NonFinite):
-            doubtful = True
-        if doubtful:
-            value = parse_json(line, path, number, finite=finite)
+        value = parse_json(line, path, number, finite=finite)
         if not isinstance(value, dict):
             raise SourceError(f"{path}:{number}: expected a JSON object, got {type(value).__name__}")
         yield number, value

@@ -9,6 +9,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config, config_dir
+from corewarding.equivalence import WORKERS_REQUIREMENT, valid_workers
 from corewarding.evaluation.scoring import CHECKERS
 
 METRIC_NAME = re.compile(r"^(pass|avg|maj)@([1-9][0-9]*)$")
@@ -60,9 +61,7 @@ def check_eval(cfg: DictConfig) -> None:
     _require(cfg, "seed", isinstance(cfg.seed, int), "an integer")
     _require(cfg, "chunk_size", isinstance(cfg.chunk_size, int) and cfg.chunk_size >= 1, "an integer >= 1")
     _require(cfg, "math_verify.timeout_s", _number(cfg.math_verify.timeout_s) and cfg.math_verify.timeout_s > 0, "> 0")
-    _require(
-        cfg, "math_verify.workers", _workers_ok(cfg.math_verify.workers), "an integer >= 1, or null (one per core)"
-    )
+    _require(cfg, "math_verify.workers", valid_workers(cfg.math_verify.workers), WORKERS_REQUIREMENT)
     _require(cfg, "bootstrap.samples", isinstance(cfg.bootstrap.samples, int) and cfg.bootstrap.samples >= 0, ">= 0")
     _require(
         cfg, "bootstrap.confidence", _number(cfg.bootstrap.confidence) and 0 < cfg.bootstrap.confidence < 1, "in (0, 1)"
@@ -81,11 +80,6 @@ def check_eval(cfg: DictConfig) -> None:
                 f"benchmark.metrics of {name}: {metric} needs k <= the samples per problem ({samples}"
                 f"{', greedy' if spec.temperature == 0 else ''}); raise benchmark.n"
             )
-
-
-def _workers_ok(value: Any) -> bool:
-    """null (resolved to the core count by equivalence.resolve_workers) or a positive integer."""
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
 
 
 def _number(value: Any) -> bool:
