@@ -107,10 +107,12 @@ def _stale(attempt: _Attempt, run: FlowRun, watch: LeaseWatch, store_url: str) -
 def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: str | None) -> list[CellReport]:
     """Start every cell on the work pool, wait for all; retry a cell whose worker died; cancel all if interrupted."""
     assert settings.work_pool and store_url
-    active = {p.cell_id: _submit(p, cell_job(p, settings, store_url), settings.work_pool, 1) for p in plans}
+    active: dict[str, _Attempt] = {}
     watch = LeaseWatch(settings.lease_timeout_s)
     reports: list[CellReport] = []
     try:
+        for plan in plans:  # inside the try: an interrupt between two submissions cancels the runs made so far
+            active[plan.cell_id] = _submit(plan, cell_job(plan, settings, store_url), settings.work_pool, 1)
         with get_client(sync_client=True) as client:  # one client, one request per look: the server serves workers
             while active:
                 time.sleep(settings.poll_s)

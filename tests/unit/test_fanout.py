@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import pytest
 from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.states import Completed, Running
 
+from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.prefect_session import prefect_api
+from corewarding.pipeline.settings import load_settings
 from flows import fanout
+from flows.deploy import deploy_to_pool
 from flows.fanout import cancel_runs, read_runs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @flow(name="fanout-probe")
@@ -46,3 +54,27 @@ def test_cancel_runs_cancels_waiting_runs_asks_running_ones_and_leaves_finished_
         cancel_runs(runs)
         states = {name: client.read_flow_run(run_id).state_name for name, run_id in runs.items()}
     assert states == {"waiting": "Cancelled", "running": "Cancelling", "done": "Completed"}
+
+
+def test_an_interrupt_between_two_submissions_cancels_the_runs_made_so_far(
+    api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deploy_to_pool("fanout-pool", REPO_ROOT)
+    settings = load_settings(["store.url=/nowhere/store"], matrix="demo", work_pool="fanout-pool")
+    plans = plan_cells(settings.selection)
+    real = fanout.run_deployment
+    made: list[UUID] = []
+
+    def interrupted_at_the_third(*args: Any, **kwargs: Any) -> Any:
+        if len(made) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the parent is still submitting its cells
+        run = real(*args, **kwargs)
+        made.append(run.id)
+        return run
+
+    monkeypatch.setattr(fanout, "run_deployment", interrupted_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        fanout.run_on_pool(plans, settings, "/nowhere/store")
+    with get_client(sync_client=True) as client:
+        states = [client.read_flow_run(run_id).state_name for run_id in made]
+    assert states == ["Cancelled", "Cancelled"]  # no worker will take them after the parent is gone
