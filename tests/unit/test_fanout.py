@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -18,8 +17,7 @@ from corewarding.pipeline.settings import load_settings
 from flows import fanout
 from flows.deploy import deploy_to_pool
 from flows.fanout import cancel_runs, read_runs
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
 
 
 @flow(name="fanout-probe")
@@ -59,8 +57,9 @@ def test_cancel_runs_cancels_waiting_runs_asks_running_ones_and_leaves_finished_
 def test_an_interrupt_between_two_submissions_cancels_the_runs_made_so_far(
     api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    deploy_to_pool("fanout-pool", REPO_ROOT)
-    settings = load_settings(["store.url=/nowhere/store"], matrix="demo", work_pool="fanout-pool")
+    deploy_to_pool("fanout-pool", REPO)
+    store = "/nowhere/store"  # never reached: no cell run starts
+    settings = load_settings([f"store.url={store}"], matrix="demo", work_pool="fanout-pool")
     plans = plan_cells(settings.selection)
     real = fanout.run_deployment
     made: list[UUID] = []
@@ -74,7 +73,7 @@ def test_an_interrupt_between_two_submissions_cancels_the_runs_made_so_far(
 
     monkeypatch.setattr(fanout, "run_deployment", interrupted_at_the_third)
     with pytest.raises(KeyboardInterrupt):
-        fanout.run_on_pool(plans, settings, "/nowhere/store")
+        fanout.run_on_pool(plans, settings, store)
     with get_client(sync_client=True) as client:
         states = [client.read_flow_run(run_id).state_name for run_id in made]
     assert states == ["Cancelled", "Cancelled"]  # no worker will take them after the parent is gone
