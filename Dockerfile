@@ -1,6 +1,6 @@
 # The GPU image of the verl backend: `docker build -t corewarding-gpu .` then
 # `docker run --gpus all --shm-size 16g -v $PWD/runs:/opt/corewarding/runs corewarding-gpu corewarding train ...`,
-# or as a Prefect worker: `... corewarding-gpu prefect worker start --pool gpu-pool` (PREFECT_API_URL set).
+# or as a cell worker of a work pool: `... corewarding-gpu corewarding worker --pool gpu-pool --limit 1` (PREFECT_API_URL set).
 # Versions follow pyproject.toml's `gpu` extra (verl[vllm]==0.9.1) and the pins verl 0.9.1 itself declares for that
 # extra (torch/torchvision/torchaudio built for CUDA 13.0, vllm) and for flash-attn on cu130/torch 2.11.
 # tests/unit/test_dockerfile.py checks these ARGs against pyproject.toml and verl's package metadata.

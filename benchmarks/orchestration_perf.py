@@ -129,7 +129,7 @@ def measure(n_workers: int, root: Path) -> dict[str, float]:
         for i in range(n_workers):
             checkout = clone_project(root / f"w{i}")
             workers.append(subprocess.Popen(
-                [str(BIN / "prefect"), "worker", "start", "--pool", "bench", "--limit", "1"],
+                [str(BIN / "corewarding"), "worker", "--pool", "bench", "--limit", "1"],
                 env={**env, "COREWARDING_ROOT": str(checkout), "OMP_NUM_THREADS": "1"}, cwd=checkout,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=_one_core(i),

@@ -40,7 +40,7 @@ def test_deploy_trigger_and_a_worker_runs_the_tiny_pipeline_into_duckdb(server: 
         pytest.skip("dvc is not installed in this environment")
     clone = clone_project(tmp_path)
     out = _run([str(BIN / "corewarding"), "deploy", "--work-pool", "cpu-pool", "--root", str(clone)], server, clone)
-    assert "prefect worker start --pool cpu-pool" in out
+    assert "corewarding worker --pool cpu-pool --limit 1" in out  # the cell machines; Prefect's worker runs it too
 
     trigger = f"""
 import json

@@ -48,7 +48,7 @@ def machines(tmp_path: Path) -> Iterator[dict[str, object]]:
                 checkout = clone_project(tmp_path / name)
                 log = (tmp_path / f"{name}.log").open("w")
                 workers[name] = subprocess.Popen(
-                    [str(BIN / "prefect"), "worker", "start", "--pool", "cpu-pool", "--limit", "1", "--name", name],
+                    [str(BIN / "corewarding"), "worker", "--pool", "cpu-pool", "--limit", "1", "--name", name],
                     env={**env, "COREWARDING_ROOT": str(checkout), "COREWARDING_WORKER": name},
                     cwd=checkout, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip

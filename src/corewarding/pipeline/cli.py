@@ -1,4 +1,4 @@
-"""``corewarding pipeline run|cells``, ``corewarding cell train|evaluate`` (DVC stages), ``corewarding deploy``."""
+"""``corewarding pipeline run|cells``, ``cell train|evaluate`` (the DVC stages), ``deploy`` and ``worker``."""
 
 from __future__ import annotations
 
@@ -129,8 +129,14 @@ def _deploy(args: argparse.Namespace) -> int:
     if args.cell_pool:
         print(f"start the scheduled runs' worker on one machine:  prefect worker start --pool {args.work_pool}")
     print(f"start one worker per GPU machine, in its checkout with its environment active (source .venv/bin/activate):"
-          f"  PREFECT_WORKER_QUERY_SECONDS=1 prefect worker start --pool {cells} --limit 1")  # fmt: skip
+          f"  PREFECT_WORKER_QUERY_SECONDS=1 corewarding worker --pool {cells} --limit 1")  # fmt: skip
     return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from corewarding.pipeline.cell_worker import start
+
+    return start(args.pool, args.limit, args.name)
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -193,3 +199,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     deploy.add_argument("--root", default=str(REPO), help="the checkout the workers run from (default: this one)")
     deploy.add_argument("--config", action="append", default=[], help="configs/pipeline.yaml override, repeatable")
     deploy.set_defaults(func=_deploy)
+
+    worker = sub.add_parser(
+        "worker",
+        help="a work pool's worker for this machine: Prefect's process worker that does not poll while it is full",
+    )
+    worker.add_argument("--pool", required=True, help="the work pool (corewarding deploy --work-pool/--cell-pool)")
+    worker.add_argument("--limit", type=int, default=None, help="cells run at once on this machine (1 per GPU set)")
+    worker.add_argument("--name", default=None, help="the worker's name in Prefect (default: Prefect's)")
+    worker.set_defaults(func=_worker)
