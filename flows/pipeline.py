@@ -15,7 +15,7 @@ from typing import Any
 from prefect import flow
 
 from corewarding.pipeline import sharing
-from corewarding.pipeline.cells import CellPlan, all_data_stages, plan_cells
+from corewarding.pipeline.cells import CellPlan, all_data_stages, data_groups, plan_cells
 from corewarding.pipeline.jobs import cell_job
 from corewarding.pipeline.report import CellReport, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, load_settings, should_record
@@ -60,15 +60,13 @@ def pipeline(
     store_url = sharing.store_url(settings, Path.cwd())
     report = PipelineReport(settings.selection.matrix, [])
     data_failed: dict[str, str] = {}
-    ids = [p.cell_id for p in plans]
-    if "data" in settings.steps:
+    if "data" in settings.steps:  # the tasks get what the plans say, not the plans to compose again (1-2 s each)
         report.data_stages = all_data_stages(plans)
-        data_failed = tasks.reproduce_data(
-            settings.selection.matrix, ids, list(settings.overrides), settings.results_db, settings.data_dir
-        )
+        groups = [(list(stages), cell_ids) for stages, cell_ids in data_groups(plans).items()]
+        data_failed = tasks.reproduce_data(groups, settings.results_db, settings.data_dir)
     ready = [p for p in plans if p.cell_id not in data_failed]
     if store_url and ready and {"train", "evaluate"} & set(settings.steps):
-        tasks.share_data(store_url, settings.selection.matrix, [p.cell_id for p in ready], list(settings.overrides))
+        tasks.share_data(store_url, [str(path) for path in sharing.shared_paths(ready)])
     done = fanout.run_on_pool(ready, settings, store_url) if settings.work_pool else _run_here(ready, settings)
     report.cells = fanout.in_plan_order(plans, done, data_failed, settings.steps)
     if should_record(settings, Path.cwd()):

@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
 from corewarding.pipeline import dvc, sharing, steps
-from corewarding.pipeline.cells import CellPlan, Selection, data_groups, plan_cell, plan_cells
+from corewarding.pipeline.cells import CellPlan, Selection, plan_cell, plan_cells
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.report import CellReport, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, io_retries
@@ -34,17 +34,19 @@ def _job_plan(job: CellJob, evaluation: bool = False) -> CellPlan:
 
 
 @task(name="reproduce-data", cache_policy=NO_CACHE)
-def reproduce_data(matrix: str, cell_ids: list[str], overrides: list[str], db: Path, data_dir: Path) -> dict[str, str]:
-    """``dvc repro`` per group of data stages; returns cell id -> error for cells whose data failed."""
-    failed = dvc.reproduce_groups(Path.cwd(), data_groups(_plans(matrix, cell_ids, overrides)))
+def reproduce_data(groups: list[tuple[list[str], list[str]]], db: Path, data_dir: Path) -> dict[str, str]:
+    """``dvc repro`` per group of data stages (``[(stages, cell ids), ...]``, from ``data_groups``); returns cell id
+    -> error for cells whose data failed."""
+    failed = dvc.reproduce_groups(Path.cwd(), {tuple(stages): cell_ids for stages, cell_ids in groups})
     steps.ingest_data_reports(db, data_dir)
     return failed
 
 
 @task(name="share-data", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
-def share_data(store_url: str, matrix: str, cell_ids: list[str], overrides: list[str]) -> int:
-    """Put the cells' data files in the shared store, for workers on other machines; returns files copied."""
-    return sharing.share_data_files(sharing.open_store(store_url), _plans(matrix, cell_ids, overrides))
+def share_data(store_url: str, paths: list[str]) -> int:
+    """Put the cells' data files (``sharing.shared_paths``) in the shared store, for workers on other machines;
+    returns files copied."""
+    return sharing.share_data_files(sharing.open_store(store_url), [Path(p) for p in paths])
 
 
 @task(name="fetch", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)

@@ -47,7 +47,7 @@ def worker_name() -> str | None:
     return None
 
 
-def _shared_paths(plans: Sequence[CellPlan]) -> list[Path]:
+def shared_paths(plans: Sequence[CellPlan]) -> list[Path]:
     """The cells' data files that live inside the checkout (an absolute path is the user's own shared disk)."""
     paths = {Path(p) for plan in plans for p in data_files(plan).values()}
     outside = sorted(str(p) for p in paths if p.is_absolute())
@@ -56,10 +56,11 @@ def _shared_paths(plans: Sequence[CellPlan]) -> list[Path]:
     return sorted(p for p in paths if not p.is_absolute())
 
 
-def share_data_files(store: ArtifactStore, plans: Sequence[CellPlan]) -> int:
-    """Upload the cells' data files whose content the store does not hold yet; returns how many were copied."""
+def share_data_files(store: ArtifactStore, paths: Sequence[Path]) -> int:
+    """Upload these data files (``shared_paths``) whose content the store does not hold yet; returns how many were
+    copied."""
     copied = 0
-    for path in _shared_paths(plans):
+    for path in paths:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: a data file of the selected cells is missing (run the data step)")
         digest = file_sha256(path)
@@ -73,7 +74,7 @@ def share_data_files(store: ArtifactStore, plans: Sequence[CellPlan]) -> int:
 def fetch_data_files(store: ArtifactStore, plan: CellPlan) -> int:
     """Download the cell's data files that are missing here or differ from the parent's; returns how many."""
     copied = 0
-    for path in _shared_paths([plan]):
+    for path in shared_paths([plan]):
         wanted = store.read_bytes(f"data/{path}.sha256")
         if wanted is None:
             if not path.is_file():
