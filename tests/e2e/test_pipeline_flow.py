@@ -50,7 +50,14 @@ def _run(**parameters: object):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-def test_pipeline_runs_the_good_cells_reports_the_broken_one_and_records_dvc(project: Path) -> None:
+def test_pipeline_runs_the_good_cells_reports_the_broken_one_records_dvc_and_a_rerun_resumes(project: Path) -> None:
+    """One test, two phases: the rerun works on the first run's folders (two tests sharing a module's state could
+    run on two pytest workers, each with its own copy)."""
+    _first_run_runs_the_good_cells_reports_the_broken_one_and_records_dvc(project)
+    _a_rerun_skips_what_is_done_and_resumes_an_interrupted_training(project)
+
+
+def _first_run_runs_the_good_cells_reports_the_broken_one_and_records_dvc(project: Path) -> None:
     # An I/O failure in one cell: its run folder cannot be created (a file is in the way).
     (project / "runs").mkdir()
     (project / "runs" / BROKEN).write_text("not a folder")
@@ -110,8 +117,7 @@ def _metrics(run: Path) -> list[dict[str, object]]:
     return [{k: v for k, v in row.items() if k != "step_seconds"} for row in rows]
 
 
-@pytest.mark.slow
-def test_a_rerun_skips_what_is_done_and_resumes_an_interrupted_training(project: Path) -> None:
+def _a_rerun_skips_what_is_done_and_resumes_an_interrupted_training(project: Path) -> None:
     run = project / "runs" / GOOD[0]
     full_metrics = _metrics(run)
     # As a run killed after its step-8 checkpoint leaves it: no step-12 checkpoint, metrics past step 8, "running".
