@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +14,7 @@ from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
-from prefect.states import Cancelled, Cancelling, Crashed, Scheduled, State
+from prefect.states import Cancelled, Cancelling, Crashed, State
 
 from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import CellPlan
@@ -28,10 +27,6 @@ from flows import tasks
 log = logging.getLogger(__name__)
 CELL_FLOW = "corewarding-cell"
 _PAGE = 200  # the most flow runs the Prefect API returns at once
-# How far ahead a held cell run is scheduled: past any worker's prefetch window (Prefect's default 10 s), so that no
-# worker takes it before release_runs; a parent killed in between leaves runs that start a day later, or never if
-# cancelled in the UI.
-HOLD = timedelta(days=1)
 
 
 def cell_report(plan: CellPlan, job: CellJob, state: State[Any]) -> CellReport:
@@ -76,30 +71,14 @@ class _Attempt:
     run_id: UUID
 
 
-def _submit(plan: CellPlan, job: CellJob, pool: str, number: int, held: bool = False) -> _Attempt:
-    """A flow run of the cell deployment, due now, or (``held``) not before ``release_runs`` makes it due."""
+def _submit(plan: CellPlan, job: CellJob, pool: str, number: int) -> _Attempt:
     name = plan.cell_id if number == 1 else f"{plan.cell_id} (attempt {number})"
     run = run_deployment(
         f"{CELL_FLOW}/{pool}", parameters={"cell_id": plan.cell_id, "job": job.to_parameters()},
         flow_run_name=name, timeout=0, as_subflow=True,
-        scheduled_time=datetime.now(UTC) + HOLD if held else None,
     )  # fmt: skip
     log.info("%s: flow run %s on work pool %s", name, run.id, pool)
     return _Attempt(plan, job, number, run.id)
-
-
-def release_runs(run_ids: list[UUID]) -> None:
-    """Make held cell runs due now, in this order (workers take the earliest due first), in one burst.
-
-    Runs are created held and released together because a free worker takes the first one within a second and its
-    cell process's start (Prefect, torch) loads the machine: the next runs' creation, several requests each, then
-    took up to 6 s on a 2-core machine, and a second worker waited that long for its first cell. A state change is
-    one request; six of them take a fraction of a second.
-    """
-    with get_client(sync_client=True) as client:
-        for run_id in run_ids:
-            now = datetime.now(UTC)
-            client.set_flow_run_state(run_id, Scheduled(scheduled_time=now, message="released by its pipeline run"))
 
 
 def _collect(attempt: _Attempt, run: FlowRun, store_url: str, settings: PipelineSettings) -> CellReport:
@@ -133,8 +112,7 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
     reports: list[CellReport] = []
     try:
         for plan in plans:  # inside the try: an interrupt between two submissions cancels the runs made so far
-            active[plan.cell_id] = _submit(plan, cell_job(plan, settings, store_url), settings.work_pool, 1, held=True)
-        release_runs([attempt.run_id for attempt in active.values()])
+            active[plan.cell_id] = _submit(plan, cell_job(plan, settings, store_url), settings.work_pool, 1)
         with get_client(sync_client=True) as client:  # one client, one request per look: the server serves workers
             while active:
                 time.sleep(settings.poll_s)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -13,7 +12,6 @@ from prefect.client.orchestration import get_client
 from prefect.states import Completed, Running
 
 from corewarding.pipeline.cells import plan_cells
-from corewarding.pipeline.jobs import cell_job
 from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.settings import load_settings
 from flows import fanout
@@ -82,25 +80,3 @@ def test_an_interrupt_between_two_submissions_cancels_the_runs_made_so_far(
     with get_client(sync_client=True) as client:
         states = [client.read_flow_run(run_id).state_name for run_id in made]
     assert states == ["Cancelled", "Cancelled"]  # no worker will take them after the parent is gone
-
-
-def test_cell_runs_are_held_until_released_together_then_offered_to_workers_in_order(api: str) -> None:
-    deploy_to_pool("hold-pool", REPO)
-    settings = load_settings(["store.url=/nowhere/store"], matrix="demo", work_pool="hold-pool")
-    plans = plan_cells(settings.selection)[:3]
-    attempts = [fanout._submit(p, cell_job(p, settings, "/nowhere/store"), "hold-pool", 1, held=True) for p in plans]
-    ids = [attempt.run_id for attempt in attempts]
-
-    def offered() -> list[UUID]:
-        """What a worker asking now would be given (its default 10 s prefetch window included)."""
-        soon = datetime.now(UTC) + timedelta(seconds=10)
-        with get_client(sync_client=True) as client:
-            found = client.get_scheduled_flow_runs_for_work_pool("hold-pool", scheduled_before=soon)
-        return [r.flow_run.id for r in found if r.flow_run.id in ids]
-
-    assert offered() == []  # created, but no worker takes one before the parent has made them all
-    fanout.release_runs(ids)
-    assert offered() == ids  # all due now, in the matrix's order
-    with get_client(sync_client=True) as client:
-        assert [client.read_flow_run(i).state_name for i in ids] == ["Scheduled"] * 3
-    cancel_runs({p.cell_id: i for p, i in zip(plans, ids, strict=True)})
