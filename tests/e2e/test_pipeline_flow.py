@@ -50,6 +50,7 @@ def _run(**parameters: object):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two pipeline runs and a dvc repro (about 90 s here)
 def test_pipeline_runs_the_good_cells_reports_the_broken_one_records_dvc_and_a_rerun_resumes(project: Path) -> None:
     """One test, two phases: the rerun works on the first run's folders (two tests sharing a module's state could
     run on two pytest workers, each with its own copy)."""

@@ -52,27 +52,29 @@ async def _queries_made(worker: CellWorker, polls: int) -> int:
 def test_a_full_worker_skips_queries_until_its_busy_interval_and_a_free_one_asks_every_time(api: str) -> None:
     async def scenario() -> dict[str, int]:
         async with CellWorker(work_pool_name="cell-worker-pool", limit=1) as worker:
-            await worker._sync_and_initialize()  # creates the pool, as the worker's first heartbeat does
             counts = {"free": await _queries_made(worker, 3)}
             cell = uuid4()
             worker.limiter.acquire_on_behalf_of_nowait(cell)  # a cell run holds the worker's one slot
             assert worker.is_full()
             counts["full"] = await _queries_made(worker, 5)
-            worker.busy_poll_s = 0.0  # the busy interval has passed: one query, then none until it passes again
+            worker.busy_poll_s = 0.0  # the busy interval has passed at every turn: each turn queries
             counts["full, interval passed"] = await _queries_made(worker, 2)
+            worker.busy_poll_s = 15.0  # and a query made while full starts the interval again
+            counts["full, just asked"] = await _queries_made(worker, 3)
             worker.limiter.release_on_behalf_of(cell)  # the cell ended
             counts["free again"] = await _queries_made(worker, 2)
             counts["skipped"] = worker.skipped_queries
         return counts
 
     counts = asyncio.run(scenario())
-    assert counts == {"free": 3, "full": 0, "full, interval passed": 2, "free again": 2, "skipped": 5}
+    assert counts == {
+        "free": 3, "full": 0, "full, interval passed": 2, "full, just asked": 0, "free again": 2, "skipped": 8
+    }  # fmt: skip
 
 
 def test_a_worker_without_a_limit_is_never_full(api: str) -> None:
     async def scenario() -> tuple[bool, int]:
         async with CellWorker(work_pool_name="cell-worker-pool-2") as worker:
-            await worker._sync_and_initialize()
             return worker.is_full(), await _queries_made(worker, 2)
 
     assert asyncio.run(scenario()) == (False, 2)
@@ -89,19 +91,21 @@ def _workers(client: SyncPrefectClient, pool: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_corewarding_worker_takes_the_pool_and_stops_on_ctrl_c(api: str) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_corewarding_worker_takes_the_pool_and_stops_on_ctrl_c(api: str, sig: signal.Signals) -> None:
     env = {**os.environ, "PREFECT_API_URL": api}
-    command = [str(BIN / "corewarding"), "worker", "--pool", "ctrl-c-pool", "--limit", "1", "--name", "w1"]
+    pool = f"stop-pool-{sig.name.lower()}"
+    command = [str(BIN / "corewarding"), "worker", "--pool", pool, "--limit", "1", "--name", "w1"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 90
         with get_client(sync_client=True) as client:
-            while time.monotonic() < deadline and proc.poll() is None and _workers(client, "ctrl-c-pool") != ["w1"]:
+            while time.monotonic() < deadline and proc.poll() is None and _workers(client, pool) != ["w1"]:
                 time.sleep(0.5)
-            assert _workers(client, "ctrl-c-pool") == ["w1"], f"the worker did not register: {proc.poll()}"
-            pool_type = client.read_work_pool("ctrl-c-pool").type
+            assert _workers(client, pool) == ["w1"], f"the worker did not register: {proc.poll()}"
+            pool_type = client.read_work_pool(pool).type
         sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, _ = proc.communicate(timeout=20)
         took = time.monotonic() - sent
         code = proc.returncode
@@ -110,5 +114,5 @@ def test_corewarding_worker_takes_the_pool_and_stops_on_ctrl_c(api: str) -> None
             proc.kill()
     assert pool_type == "process"  # the pool Prefect's own process worker uses, and `corewarding deploy` creates
     assert took < 10 and code == 130, (took, code, out[-2000:])
-    assert "start it again" in out, out[-2000:]
+    assert f"Received {sig.name}" in out and "start it again" in out, out[-2000:]  # a clean stop, then the hint
     assert "Traceback" not in out, out[-3000:]

@@ -4,10 +4,12 @@ Prefect's worker asks the server for scheduled runs every ``PREFECT_WORKER_QUERY
 room; a worker at its ``--limit`` cannot take what it is offered. A cell holds its GPU machine for hours, and each
 of those queries costs a self-hosted server about 50 ms of CPU (measured on a 2-core machine: two workers asking
 every second took 0.1 core of the server's CPU, idle or busy). This worker skips the query while every slot is
-taken, and still asks every ``BUSY_POLL_S`` seconds, so that the pool's work queue stays "ready" (Prefect marks a
-queue not ready after 60 s without a query) and a health check sees it polling. Once a cell ends, the next query
-comes within ``PREFECT_WORKER_QUERY_SECONDS``, as with Prefect's worker. Everything else is Prefect's process
-worker: the same pool type, job template, logs, cancellation and Ctrl-C handling as ``prefect worker start``.
+taken, and still asks at the first poll-loop turn ``BUSY_POLL_S`` seconds after its last query (within 15 s plus
+one query interval), so that the pool's work queue stays "ready" (Prefect marks a queue not ready after 60 s
+without a query). Once a cell ends, the next query comes within ``PREFECT_WORKER_QUERY_SECONDS``, as with Prefect's
+worker. Everything else is Prefect's process worker: the same pool type, job template, logs, cancellation and
+Ctrl-C handling as ``prefect worker start`` (the first Ctrl-C or SIGTERM stops it and sends its cells SIGINT, the
+next one kills them).
 """
 
 from __future__ import annotations
@@ -56,18 +58,21 @@ with warnings.catch_warnings():
 
 
 def start(pool: str, limit: int | None, name: str | None) -> int:
-    """Run a cell worker of ``pool`` until interrupted (Ctrl-C or SIGTERM, handled as ``prefect worker start``: its
-    running cells get SIGINT, a second signal kills them); returns the exit status, 130 once interrupted."""
-    if limit is not None and limit < 1:
-        raise ValueError(f"--limit {limit}: must be at least 1 (the cells this machine runs at once)")
+    """Run a cell worker of ``pool`` until interrupted; returns the exit status, 130 once interrupted."""
     worker = CellWorker(
         work_pool_name=pool, limit=limit, name=name,
         heartbeat_interval_seconds=int(PREFECT_WORKER_HEARTBEAT_SECONDS.value()),
     )  # fmt: skip
-    setup_signal_handlers_worker(os.getpid(), "the cell worker", log.warning)
     try:
-        asyncio.run(worker.start(printer=log.info))
+        asyncio.run(_serve(worker))
     except (KeyboardInterrupt, asyncio.CancelledError):
         log.warning("worker %s stopped; start it again to take more cells", worker.name)
         return 130
     return 0
+
+
+async def _serve(worker: CellWorker) -> None:
+    # As Prefect's CLI: the handlers go in inside the event loop, over asyncio's own SIGINT handler, so that the
+    # first signal cancels the worker's task (a clean stop) and the handler that kills on a second one is in place.
+    setup_signal_handlers_worker(os.getpid(), "the cell worker", log.warning)
+    await worker.start(printer=log.info)

@@ -139,6 +139,17 @@ def _worker(args: argparse.Namespace) -> int:
     return start(args.pool, args.limit, args.name)
 
 
+def _at_least_one(value: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--limit``), else a usage error naming the value."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: must be a whole number of at least 1")
+    return number
+
+
 def _add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--matrix", default=None, help="configs/matrix/NAME.yaml (default: pipeline.yaml's, demo)")
     parser.add_argument("--method", help="comma-separated methods, e.g. co_rewarding_1,co_rewarding_2")
@@ -205,6 +216,6 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="a work pool's worker for this machine: Prefect's process worker that does not poll while it is full",
     )
     worker.add_argument("--pool", required=True, help="the work pool (corewarding deploy --work-pool/--cell-pool)")
-    worker.add_argument("--limit", type=int, default=None, help="cells run at once on this machine (1 per GPU set)")
+    worker.add_argument("--limit", type=_at_least_one, default=None, help="cells run at once (1 per set of GPUs)")
     worker.add_argument("--name", default=None, help="the worker's name in Prefect (default: Prefect's)")
     worker.set_defaults(func=_worker)
