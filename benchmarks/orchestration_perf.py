@@ -10,14 +10,22 @@ model already (built once before the clock starts, as a machine keeps its downlo
 flow runs (created, started, ended, and the idle gap between one cell run and the next) is printed for each run.
 
 This machine's speed drifts by tens of percent over minutes (a shared host), which moves the ratio of two runs made
-minutes apart: pass a number of rounds to measure one and two workers back to back that many times; the figures
-of every round and the median ratio are printed.
+minutes apart: pass a number of rounds to measure one and two workers back to back that many times, one worker
+first in odd rounds and two workers first in even ones (a steady drift then favours neither); the figures of every
+round and the median ratio are printed.
 
-    .venv/bin/python benchmarks/orchestration_perf.py [ROUNDS]   # about 6 minutes a round on 2 cores
+The server keeps its database in SQLite (Prefect's default), or with ``--database postgres`` in a private PostgreSQL
+cluster (Debian's ``postgresql``; a new database for each run), as the README advises for a server that many workers
+share: on SQLite, idle workers' polls and the parent's run creations collide ("database is locked") and a creation
+then waits about 2 s for Prefect's client to try again.
+
+    .venv/bin/python benchmarks/orchestration_perf.py [ROUNDS] [--database sqlite|postgres]   # 5-6 min a round
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import logging
 import os
@@ -39,6 +47,7 @@ _tests = types.ModuleType("tests")
 _tests.__path__ = [str(REPO / "tests")]
 sys.modules["tests"] = _tests
 
+from tests.support.postgres import postgres_cluster  # noqa: E402
 from tests.support.prefect_server import kill_tree, prefect_server  # noqa: E402
 from tests.support.repo import TEST_CACHE_ENV, clone_project  # noqa: E402
 
@@ -52,6 +61,8 @@ def _server_times(env: dict[str, str]) -> tuple[dict[str, float], list[dict[str,
     """Total run time of the train/evaluate/data task runs on the server, by task name, and the timeline of the
     flow runs (seconds since the parent's flow run was created)."""
     script = """
+import argparse
+import contextlib
 import json
 from prefect import get_client
 runs = []
@@ -117,11 +128,11 @@ with get_client(sync_client=True) as client:
     raise TimeoutError(f"{count} worker(s) of pool {pool} did not start within {timeout_s} s")
 
 
-def measure(n_workers: int, root: Path) -> dict[str, float]:
+def measure(n_workers: int, root: Path, database_url: str | None) -> dict[str, float]:
     """One demo run on ``n_workers`` workers; returns its wall time and the task times."""
     parent = clone_project(root / "parent")
     (root / "home").mkdir()
-    with prefect_server(root / "home") as env:
+    with prefect_server(root / "home", database_url) as env:
         env = {**env, "PREFECT_WORKER_QUERY_SECONDS": str(WORKER_QUERY_S)}
         subprocess.run([str(BIN / "corewarding"), "deploy", "--work-pool", "bench", "--root", str(parent)],
                        env=env, cwd=parent, check=True, capture_output=True)  # fmt: skip
@@ -155,22 +166,27 @@ def measure(n_workers: int, root: Path) -> dict[str, float]:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=1, help="one and two workers, back to back, this often")
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite", help="the server's database")
+    args = parser.parse_args()
     ratios = []
-    with tempfile.TemporaryDirectory(prefix="orch-model-") as models:
+    with contextlib.ExitStack() as stack:
+        models = stack.enter_context(tempfile.TemporaryDirectory(prefix="orch-model-"))
+        new_database = stack.enter_context(postgres_cluster()) if args.database == "postgres" else None
         # The demo's base model is built once (a 20 s warm start) and put into every checkout, as a machine keeps
         # its downloaded models: each worker would otherwise build it in its first cell.
         os.environ[TEST_CACHE_ENV] = models
-        for number in range(1, rounds + 1):
-            log.info("round %d of %d", number, rounds)
+        for number in range(1, args.rounds + 1):
+            log.info("round %d of %d (the server on %s)", number, args.rounds, args.database)
             results = {}
-            for n in (1, 2):
+            for n in (1, 2) if number % 2 else (2, 1):
                 with tempfile.TemporaryDirectory(prefix=f"orch{n}-") as tmp:
-                    results[n] = measure(n, Path(tmp))
+                    results[n] = measure(n, Path(tmp), new_database() if new_database else None)
                     log.info("%d worker(s): %s", n, json.dumps({k: round(v, 1) for k, v in results[n].items()}))
             ratios.append(_report(results))
-    if rounds > 1:
-        log.info("two-worker ratio by round: %s; median %.2fx (target <= 0.6x)",
+    if args.rounds > 1:
+        log.info("two-worker ratio by round (server on %s): %s; median %.2fx (target <= 0.6x)", args.database,
                  ", ".join(f"{r:.2f}" for r in ratios), statistics.median(ratios))  # fmt: skip
 
 

@@ -18,8 +18,9 @@ BIN = Path(sys.executable).parent
 
 
 @contextmanager
-def prefect_server(home: Path) -> Iterator[dict[str, str]]:
-    """``prefect server start`` with its own home; yields the environment that points at it."""
+def prefect_server(home: Path, database_url: str | None = None) -> Iterator[dict[str, str]]:
+    """``prefect server start`` with its own home, its database in that home (SQLite, Prefect's default) or at
+    ``database_url`` (PostgreSQL: tests/support/postgres.py); yields the environment that points at it."""
     port = free_port()
     env = {
         **os.environ,
@@ -31,6 +32,8 @@ def prefect_server(home: Path) -> Iterator[dict[str, str]]:
         "PREFECT_WORKER_QUERY_SECONDS": "1",  # a worker started here sees a new run within a second (default 10 s)
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # the project's environment active, as for a worker
     }
+    if database_url:
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database_url
     log = (home / "server.log").open("w")
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
