@@ -56,35 +56,32 @@ def postgres_cluster() -> Iterator[Callable[[], str]]:
     bindir = postgres_bin()
     assert bindir is not None
     folder = Path(tempfile.mkdtemp(prefix="corewarding-postgres-"))
-    if os.geteuid() == 0:
-        shutil.chown(folder, "postgres")
     data, port = folder / "data", free_port()
-    subprocess.run(
-        _as_owner([str(bindir / "initdb"), "-D", str(data), "-U", _USER, "--auth=trust"]),
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-    subprocess.run(
-        _as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "server.log"), "-w",
-                   "start"]),
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    numbers = itertools.count(1)
-
-    def new_database() -> str:
-        name = f"prefect_{next(numbers)}"
-        subprocess.run(
-            [str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", _USER, "-d", "postgres", "-q", "-c",
-             f"CREATE DATABASE {name}"],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
-        return f"postgresql+asyncpg://{_USER}@127.0.0.1:{port}/{name}"
-
     try:
+        if os.geteuid() == 0:
+            shutil.chown(folder, "postgres")
+        _run(_as_owner([str(bindir / "initdb"), "-D", str(data), "-U", _USER, "--auth=trust"]))
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+        _run(_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "server.log"),
+                        "-w", "start"]))  # fmt: skip
+        numbers = itertools.count(1)
+
+        def new_database() -> str:
+            name = f"prefect_{next(numbers)}"
+            _run([str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", _USER, "-d", "postgres", "-q",
+                  "-c", f"CREATE DATABASE {name}"])  # fmt: skip
+            return f"postgresql+asyncpg://{_USER}@127.0.0.1:{port}/{name}"
+
         yield new_database
     finally:
-        subprocess.run(
-            _as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
-            capture_output=True, check=False,
-        )  # fmt: skip
+        if (data / "postmaster.pid").exists():
+            subprocess.run(_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+                           capture_output=True, check=False)  # fmt: skip
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(command: list[str]) -> None:
+    """Run a PostgreSQL command; a failure names it and shows what it printed."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
