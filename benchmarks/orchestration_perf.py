@@ -61,8 +61,6 @@ def _server_times(env: dict[str, str]) -> tuple[dict[str, float], list[dict[str,
     """Total run time of the train/evaluate/data task runs on the server, by task name, and the timeline of the
     flow runs (seconds since the parent's flow run was created)."""
     script = """
-import argparse
-import contextlib
 import json
 from prefect import get_client
 runs = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import postgres_bin, postgres_cluster, why_no_postgres
+from tests.support.postgres import postgres_cluster, psql, why_no_postgres
 from tests.support.prefect_server import prefect_server
 from tests.support.repo import clone_project
 
@@ -44,11 +44,6 @@ def test_cell_runs_live_in_postgres(tmp_path: Path) -> None:
             created = subprocess.run([sys.executable, "-c", CREATE_RUN], env=env, capture_output=True, text=True)
             assert created.returncode == 0, created.stderr[-2000:]
             run_id = created.stdout.split()[-1]
-        port, database = url.rsplit(":", 1)[1].split("/")
-        rows = subprocess.run(
-            [str(postgres_bin() / "psql"), "-h", "127.0.0.1", "-p", port, "-U", "prefect", "-d", database, "-At",
-             "-c", f"SELECT name, state_type FROM flow_run WHERE id = '{run_id}'"],
-            capture_output=True, text=True, check=True,
-        ).stdout.split()  # fmt: skip
+        rows = psql(url, f"SELECT name, state_type FROM flow_run WHERE id = '{run_id}'").split()
     assert rows == ["gt_grpo__tiny__tiny|SCHEDULED"]
     assert not (tmp_path / "home" / "prefect.db").exists()  # nothing went to the SQLite default

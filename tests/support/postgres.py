@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tests.support.net import free_port
 
@@ -64,13 +65,12 @@ def postgres_cluster() -> Iterator[Callable[[], str]]:
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
         _run(_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "server.log"),
                         "-w", "start"]))  # fmt: skip
-        numbers = itertools.count(1)
+        numbers, server = itertools.count(1), f"postgresql+asyncpg://{_USER}@127.0.0.1:{port}"
 
         def new_database() -> str:
             name = f"prefect_{next(numbers)}"
-            _run([str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", _USER, "-d", "postgres", "-q",
-                  "-c", f"CREATE DATABASE {name}"])  # fmt: skip
-            return f"postgresql+asyncpg://{_USER}@127.0.0.1:{port}/{name}"
+            psql(f"{server}/postgres", f"CREATE DATABASE {name}")
+            return f"{server}/{name}"
 
         yield new_database
     finally:
@@ -80,8 +80,17 @@ def postgres_cluster() -> Iterator[Callable[[], str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(command: list[str]) -> None:
-    """Run a PostgreSQL command; a failure names it and shows what it printed."""
+def psql(url: str, sql: str) -> str:
+    """Run ``sql`` on the database at ``url`` (a URL that ``new_database`` returned); its rows, one a line."""
+    parts, bindir = urlsplit(url), postgres_bin()
+    assert bindir is not None and parts.hostname and parts.port and parts.username
+    return _run([str(bindir / "psql"), "-h", parts.hostname, "-p", str(parts.port), "-U", parts.username,
+                 "-d", parts.path.lstrip("/"), "-q", "-At", "-c", sql])  # fmt: skip
+
+
+def _run(command: list[str]) -> str:
+    """Run a PostgreSQL command and return its output; a failure names it and shows what it printed."""
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
+    return done.stdout
