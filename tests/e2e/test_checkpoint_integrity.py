@@ -201,3 +201,13 @@ def test_no_manifest_anywhere_stops_with_one_line_unless_trusted(
     assert err[-1].startswith("error: ") and "--trust-unverified" in err[-1] and str(runs / CELL) in err[-1]
     cfg = compose_config(overrides(artifacts_dir, runs))
     assert LocalTrainer(cfg, runs / CELL, progress=False, trust_unverified=True).start_step == 2
+
+
+def test_evaluation_refuses_a_checkpoint_that_differs_from_its_manifest(runs: Path) -> None:
+    from corewarding.evaluation.targets import run_targets
+    from corewarding.training.errors import CheckpointError
+
+    assert [t.step for t in run_targets(runs / CELL)] == [1, 2]
+    flip_byte(step_dir(runs, 2) / "model" / "model.safetensors")
+    with pytest.raises(CheckpointError, match=rf"{step_dir(runs, 2)}: not evaluated, .*SHA-256"):
+        run_targets(runs / CELL)
