@@ -366,7 +366,10 @@ def train(
             run_record.record_end(trainer.run_dir, "interrupted")
             raise TrainingInterrupted(trainer.step, trainer.saved_step) from exc
         except BaseException as exc:
-            run_record.record_end(trainer.run_dir, "failed", exc)
+            try:
+                run_record.record_end(trainer.run_dir, "failed", exc)
+            except OSError as record_exc:  # a disk still full: the run's own error is the one to report
+                log.error("could not mark %s failed: %s", trainer.run_dir / run_record.RUN_RECORD, record_exc)
             raise
         finally:
             trainer.voter.close()
