@@ -92,9 +92,18 @@ def _train_cell(args: argparse.Namespace) -> int:
         return 0
     from corewarding.training.local import train
 
-    result = train(cfg, Path(args.run_dir) if args.run_dir else None)
+    result = train(cfg, Path(args.run_dir) if args.run_dir else None, trust_unverified=args.trust_unverified)
     last = result.metrics[-1] if result.metrics else {}
     print(json.dumps({"run_dir": str(result.run_dir), "steps": result.steps, "last": last}))
+    return 0
+
+
+def _checkpoint_convert(args: argparse.Namespace) -> int:
+    from corewarding.training.checkpoint import convert_legacy
+
+    for folder in args.folders:
+        convert_legacy(Path(folder))
+        print(f"converted {folder}")
     return 0
 
 
@@ -140,11 +149,19 @@ def build_parser() -> argparse.ArgumentParser:
     trainer.add_argument("overrides", nargs="*")
     trainer.add_argument("--run-dir", default=None, help="default: {paths.runs_dir}/{cell_id}")
     trainer.add_argument("--dry-run", action="store_true", help="compose and validate only (backend=verl: no GPU)")
+    trainer.add_argument(
+        "--trust-unverified", action="store_true", help="resume from a checkpoint without manifest.json (an old run)"
+    )
     trainer.set_defaults(func=_train)
+
+    convert = verl_cli.add_subcommands(sub).add_parser(
+        "convert", help="rewrite an old pickle checkpoint (trainer.pt) as safetensors + JSON; only one you trust"
+    )
+    convert.add_argument("folders", nargs="+", help="global_step_N folders")
+    convert.set_defaults(func=_checkpoint_convert)
 
     config = sub.add_parser("config", help="configuration").add_subparsers(dest="action", required=True)
     verl_cli.add_config_actions(config)
-    verl_cli.add_subcommands(sub)
 
     data_cli.add_subcommands(sub)
 

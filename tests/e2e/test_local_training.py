@@ -71,8 +71,8 @@ def test_every_method_trains_two_steps(method: str, artifacts_dir: Path, tmp_pat
     else:
         assert all(m["ema_rate"] is None for m in steps)
     checkpoint = result.run_dir / "checkpoints" / "global_step_2"
-    assert (checkpoint / "model" / "model.safetensors").is_file() and (checkpoint / "trainer.pt").is_file()
-    assert (checkpoint / "teacher.pt").is_file() == method.startswith("co_rewarding_2")
+    assert (checkpoint / "model" / "model.safetensors").is_file() and (checkpoint / "trainer.safetensors").is_file()
+    assert (checkpoint / "teacher.safetensors").is_file() == method.startswith("co_rewarding_2")
     assert (result.run_dir / "config.yaml").read_text().count(f"name: {method}") == 1
     assert json.loads((result.run_dir / "inputs.json").read_text())["dropped"] == {"prompt_too_long": 0}
     written = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -103,8 +103,12 @@ def saved_steps(checkpoints: Path) -> list[int]:
 
 
 def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
-    """A transformers-loadable folder for a saved step (a verl actor checkpoint is merged once, into hf/)."""
+    """A transformers-loadable folder for a saved step (a verl actor checkpoint is merged once, into hf/).
+
+    A local checkpoint is checked against its manifest first: one whose files changed since it was written raises
+    CheckpointError naming it; one without a manifest is evaluated with a warning that it is unverified."""
     if saved.name == "model":
+        verify_local_checkpoint(saved.parent)
         return saved
     merged = run_dir / "hf" / f"global_step_{step}"
     if not (merged / "config.json").is_file():
@@ -113,6 +117,20 @@ def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
         log.info("merging %s into %s", saved, merged)
         merge_checkpoint(run_dir, step)
     return merged
+
+
+def verify_local_checkpoint(folder: Path) -> None:
+    """Raise CheckpointError when ``folder``'s files differ from its manifest; warn when it has none."""
+    # Imported here: checkpoint imports torch, which listing targets does not need.
+    from corewarding.training.checkpoint import MANIFEST, manifest_problem
+    from corewarding.training.errors import CheckpointError
+
+    if not (folder / MANIFEST).is_file():
+        log.warning("%s has no %s: evaluating it unverified", folder, MANIFEST)
+        return
+    problem = manifest_problem(folder)
+    if problem is not None:
+        raise CheckpointError(f"{folder}: not evaluated, {problem} (the checkpoint changed after it was written)")
 
 
 def select_steps(available: list[int], steps: str) -> list[int]:

@@ -3,11 +3,19 @@
 Each checkpoint is written to a temporary folder and renamed into place, so a killed run never leaves a half-written
 ``global_step_N``; ``latest`` names the newest one. Its last file is ``manifest.json``, the size and SHA-256 of every
 other file, so a resume can tell a complete, intact checkpoint from one that lost files or had bytes changed since
-(a partial copy, a full disk, a bad sync); ``resume_candidates`` yields only those, newest first.
+(a partial copy, a full disk, a bad sync); ``resume_candidates`` yields only those, newest first. A checkpoint
+without a manifest is not trusted unless the caller says so (``trust_unverified``, ``--trust-unverified``).
+
+Nothing in a checkpoint is unpickled: optimiser, scheduler and RNG state are ``trainer.safetensors`` plus
+``trainer.json`` (see safe_state), the teacher is ``teacher.safetensors``, the model is loaded from safetensors only.
+A checkpoint of the old pickle format (``trainer.pt``) is refused with one line naming ``corewarding checkpoint
+convert``, which reads it under torch's ``weights_only`` allow-list. The manifest detects corruption, not a hostile
+writer: whoever can write the folder can rewrite it too (see docs/checkpoints.md).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -22,11 +30,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy._core.multiarray import _reconstruct
 from safetensors import SafetensorError
+from safetensors.torch import load_model, save_file, save_model
 
 from corewarding.config import ConfigError
-from corewarding.training.errors import CheckpointError
+from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
 from corewarding.training.run_record import file_sha256
+from corewarding.training.safe_state import load_state, save_state
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +45,16 @@ LATEST = "latest"
 MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 # Files every local checkpoint holds besides its manifest; the weights are one file or a sharded index.
-REQUIRED = ("trainer_state.json", "trainer.pt", "model/config.json", "model/tokenizer_config.json")
+REQUIRED = (
+    "trainer_state.json",
+    "trainer.safetensors",
+    "trainer.json",
+    "model/config.json",
+    "model/tokenizer_config.json",
+)
+TEACHER = "teacher.safetensors"
+# The old pickle format: loading it with torch.load(weights_only=False) runs whatever code it holds.
+LEGACY_TRAINER, LEGACY_TEACHER = "trainer.pt", "teacher.pt"
 WEIGHTS = ("model/model.safetensors", "model/model.safetensors.index.json")
 
 
@@ -77,27 +97,74 @@ def save_checkpoint(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     teacher: torch.nn.Module | None = None,
 ) -> Path:
-    """Write ``global_step_{step}`` atomically and point ``latest`` at it."""
+    """Write ``global_step_{step}`` atomically and point ``latest`` at it.
+
+    A write that fails (a full disk, a file-size limit) removes the temporary files and raises CheckpointSaveError
+    naming the folder and the space it needs; the previous checkpoint stays the newest."""
     final = checkpoints_dir / f"global_step_{state.step}"
     tmp = checkpoints_dir / f".tmp_global_step_{state.step}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    torch.save(
-        {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
-        tmp / "trainer.pt",
-    )
-    if teacher is not None:
-        torch.save(teacher.state_dict(), tmp / "teacher.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps(state.__dict__))
-    write_manifest(tmp)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
     pointer = checkpoints_dir / f".{LATEST}.tmp"
-    pointer.write_text(final.name)
-    pointer.replace(checkpoints_dir / LATEST)
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        model.save_pretrained(tmp / "model", safe_serialization=True)
+        tokenizer.save_pretrained(tmp / "model")
+        trainer = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()}
+        save_state(trainer, tmp / "trainer.safetensors", tmp / "trainer.json")
+        if teacher is not None:
+            save_model(teacher, str(tmp / TEACHER))
+        (tmp / "trainer_state.json").write_text(json.dumps(state.__dict__))
+        write_manifest(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        pointer.write_text(final.name)
+        pointer.replace(checkpoints_dir / LATEST)
+    except (OSError, SafetensorError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        pointer.unlink(missing_ok=True)
+        raise CheckpointSaveError(_save_failure(checkpoints_dir, final, exc, model, optimizer, teacher)) from exc
     return final
+
+
+def _save_failure(
+    checkpoints_dir: Path,
+    final: Path,
+    exc: BaseException,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    teacher: torch.nn.Module | None,
+) -> str:
+    """One line: the checkpoint that could not be written and why; for a full disk, the space it needs."""
+    err = getattr(exc, "errno", None)
+    text = str(exc)
+    full = err in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or any(
+        s in text for s in ("No space left", "File too large", "Disk quota")
+    )
+    if not full:
+        return f"cannot write checkpoint {final}: {type(exc).__name__}: {text}"
+    needed = checkpoint_bytes(checkpoints_dir, model, optimizer, teacher)
+    free = shutil.disk_usage(checkpoints_dir).free
+    if err == errno.EFBIG or "File too large" in text:
+        reason, advice = "a file is over the file-size limit, ulimit -f", "raise the limit"
+    else:
+        reason, advice = "no space left on device", "free space"
+    return (
+        f"cannot write checkpoint {final} ({reason}): it needs about {needed / 1e6:.1f} MB, "
+        f"{free / 1e6:.1f} MB free in {checkpoints_dir}; {advice} and run the same command to resume"
+    )
+
+
+def checkpoint_bytes(
+    checkpoints_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, teacher: torch.nn.Module | None
+) -> int:
+    """About how many bytes a checkpoint takes: the newest saved one's size, or its tensors' size if none is bigger."""
+    tensors = [*model.state_dict().values(), *(teacher.state_dict().values() if teacher is not None else [])]
+    tensors += [v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    estimate = sum(t.numel() * t.element_size() for t in tensors)
+    folders = step_folders(checkpoints_dir)
+    if folders:
+        estimate = max(estimate, sum(p.stat().st_size for p in folders[0].rglob("*") if p.is_file()))
+    return estimate
 
 
 def write_manifest(folder: Path) -> None:
@@ -132,31 +199,41 @@ def manifest_problem(folder: Path) -> str | None:
     return None
 
 
-def checkpoint_problem(folder: Path, teacher: bool) -> str | None:
-    """Why ``folder`` is not a complete, intact checkpoint (a required file missing, a manifest mismatch); None when
-    it is. A folder written before manifests existed is accepted unverified, with a warning."""
-    required = [*REQUIRED, *(["teacher.pt"] if teacher else [])]
+def checkpoint_problem(folder: Path, teacher: bool, trust_unverified: bool = False) -> str | None:
+    """Why ``folder`` is not a complete, intact checkpoint (a required file missing, no manifest, a manifest
+    mismatch); None when it is. Without a manifest it is accepted only with ``trust_unverified`` (with a warning).
+    Raises LegacyCheckpointError for the old pickle format, which is never loaded."""
+    if (folder / LEGACY_TRAINER).exists() and not (folder / "trainer.safetensors").exists():
+        raise LegacyCheckpointError(
+            f"{folder} is an old pickle checkpoint ({LEGACY_TRAINER}), which can run code when loaded; "
+            f"if you trust whoever wrote it, run `corewarding checkpoint convert {folder}` and resume again"
+        )
+    required = [*REQUIRED, *([TEACHER] if teacher else [])]
     missing = [rel for rel in required if not (folder / rel).is_file()]
     if not any((folder / rel).is_file() for rel in WEIGHTS):
         missing.append(WEIGHTS[0])
     if missing:
         return f"missing {', '.join(missing)}"
     if not (folder / MANIFEST).exists():
-        log.warning("%s has no %s (written by an older version): its files cannot be verified", folder, MANIFEST)
+        if not trust_unverified:
+            return f"{MANIFEST} is missing, so its files cannot be verified (--trust-unverified loads it anyway)"
+        log.warning("%s has no %s: loading it unverified (--trust-unverified)", folder, MANIFEST)
         return None
     return manifest_problem(folder)
 
 
 def step_folders(checkpoints_dir: Path) -> list[Path]:
     """Every ``global_step_N`` folder, newest first (temporary folders are hidden and never listed)."""
+    if not checkpoints_dir.is_dir():
+        return []
     found = [p for p in checkpoints_dir.glob("global_step_*") if p.is_dir() and STEP_DIR.match(p.name)]
     return sorted(found, key=lambda p: int(p.name.removeprefix("global_step_")), reverse=True)
 
 
-def resume_candidates(checkpoints_dir: Path, teacher: bool) -> Iterator[Path]:
+def resume_candidates(checkpoints_dir: Path, teacher: bool, trust_unverified: bool = False) -> Iterator[Path]:
     """The complete checkpoints, newest first; each incomplete or damaged one is logged by path and passed over."""
     for folder in step_folders(checkpoints_dir):
-        problem = checkpoint_problem(folder, teacher)
+        problem = checkpoint_problem(folder, teacher, trust_unverified)
         if problem is None:
             yield folder
         else:
@@ -173,12 +250,15 @@ def restore(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     teacher: torch.nn.Module | None = None,
 ) -> None:
-    """Load optimiser, scheduler, teacher and RNG state (the model is loaded from ``path/model`` by the caller)."""
-    blob = torch.load(path / "trainer.pt", weights_only=False, map_location="cpu")
+    """Load optimiser, scheduler, teacher and RNG state (the model is loaded from ``path/model`` by the caller);
+    safetensors and JSON only, nothing unpickled."""
+    blob = load_state(path / "trainer.safetensors", path / "trainer.json")
     optimizer.load_state_dict(blob["optimizer"])
     scheduler.load_state_dict(blob["scheduler"])
     if teacher is not None:
-        teacher.load_state_dict(torch.load(path / "teacher.pt", map_location="cpu"))
+        missing, unexpected = load_model(teacher, str(path / TEACHER), strict=True, device="cpu")
+        if missing or unexpected:
+            raise KeyError(f"{path / TEACHER}: missing {missing}, unexpected {unexpected}")
     set_rng_state(blob["rng"])
 
 
@@ -189,14 +269,15 @@ def resume(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     teacher: torch.nn.Module | None = None,
+    trust_unverified: bool = False,
 ) -> TrainerState | None:
     """Load the newest complete, readable checkpoint into the given objects and return its state; None when there is
     no checkpoint at all. Raises ConfigError for checkpoints of another configuration and CheckpointError when there
-    are checkpoints but none can be used."""
-    folders = step_folders(checkpoints_dir) if checkpoints_dir.is_dir() else []
+    are checkpoints but none can be used (LegacyCheckpointError for one in the old pickle format)."""
+    folders = step_folders(checkpoints_dir)
     if not folders:
         return None
-    for folder in resume_candidates(checkpoints_dir, teacher is not None):
+    for folder in resume_candidates(checkpoints_dir, teacher is not None, trust_unverified):
         try:
             state = load_trainer_state(folder)
         except UNREADABLE as exc:
@@ -208,13 +289,58 @@ def resume(
                 "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
             )
         try:
-            policy.load_state_dict(type(policy).from_pretrained(folder / "model", dtype=policy.dtype).state_dict())
+            loaded = type(policy).from_pretrained(folder / "model", dtype=policy.dtype, use_safetensors=True)
+            policy.load_state_dict(loaded.state_dict())
             restore(folder, optimizer, scheduler, teacher)
         except UNREADABLE as exc:
             log.warning("%s is unreadable (%s: %s); trying the one before it", folder, type(exc).__name__, exc)
             continue
         return state
+    unverified = not trust_unverified and any(not (f / MANIFEST).exists() for f in folders)
     raise CheckpointError(
-        f"{checkpoints_dir.parent}: no complete checkpoint to resume from ({len(folders)} found, each incomplete or "
-        f"damaged, see the warnings above); move {checkpoints_dir} aside to train from the start"
+        f"{checkpoints_dir.parent}: no complete checkpoint to resume from ({len(folders)} found, each incomplete, "
+        f"unverified or damaged, see the warnings above); move {checkpoints_dir} aside to train from the start"
+        + (f", or pass --trust-unverified to load one without {MANIFEST}" if unverified else "")
     )
+
+
+# torch.load(weights_only=True) refuses every global outside its allow-list; an old trainer.pt also holds NumPy's RNG
+# state, so these NumPy array reconstructors (data only, no code) are added for the conversion and nothing else.
+# (NumPy 1 pickles name the reconstructor by its old module path.)
+NUMPY_ALLOW_LIST: list[Any] = [
+    _reconstruct,
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),
+    np.ndarray,
+    np.dtype,
+    type(np.dtype(np.uint32)),
+]
+
+
+def convert_legacy(folder: Path) -> None:
+    """Rewrite an old pickle checkpoint (``trainer.pt``, ``teacher.pt``) as safetensors and JSON, with a new manifest.
+
+    Its pickles are read with ``weights_only=True`` and a NumPy allow-list, so one holding anything else (a crafted
+    object) is refused, not run. The folder's other files are trusted as they are: convert only a checkpoint you trust.
+    """
+    legacy = folder / LEGACY_TRAINER
+    if not legacy.is_file():
+        raise CheckpointError(f"{folder}: no {LEGACY_TRAINER} to convert")
+    try:
+        with torch.serialization.safe_globals(NUMPY_ALLOW_LIST):
+            blob = torch.load(legacy, weights_only=True, map_location="cpu")
+            teacher = None
+            if (folder / LEGACY_TEACHER).is_file():
+                teacher = torch.load(folder / LEGACY_TEACHER, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{legacy}: refused, it holds more than tensors and plain data ({first})") from exc
+    except UNREADABLE as exc:
+        raise CheckpointError(f"{legacy}: unreadable ({type(exc).__name__}: {exc})") from exc
+    save_state(
+        {k: blob[k] for k in ("optimizer", "scheduler", "rng")}, folder / "trainer.safetensors", folder / "trainer.json"
+    )
+    if teacher is not None:
+        save_file({k: v.contiguous().clone() for k, v in teacher.items()}, str(folder / TEACHER))
+        (folder / LEGACY_TEACHER).unlink()
+    legacy.unlink()
+    write_manifest(folder)

@@ -8,6 +8,14 @@ class CheckpointError(RuntimeError):
     without losing them."""
 
 
+class LegacyCheckpointError(CheckpointError):
+    """A checkpoint in the old pickle format (``trainer.pt``): loading it could run code, so it is never loaded."""
+
+
+class CheckpointSaveError(CheckpointError):
+    """A checkpoint could not be written (a full disk, a file-size limit); its temporary files were removed."""
+
+
 class RunInUseError(RuntimeError):
     """Another process holds the run folder's lock (another trainer is writing it)."""
 

@@ -100,10 +100,11 @@ def _frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> to
 class LocalTrainer:
     """One run of one cell on one device."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, progress: bool = True) -> None:
+    def __init__(self, cfg: DictConfig, run_dir: Path, progress: bool = True, trust_unverified: bool = False) -> None:
         self.cfg = cfg
         self.run_dir = run_dir
         self.progress = progress
+        self.trust_unverified = trust_unverified  # resume from a checkpoint without a manifest
         self.spec = methods.get(str(cfg.method.reward))
         if cfg.get("torch_threads"):
             torch.set_num_threads(int(cfg.torch_threads))
@@ -141,7 +142,10 @@ class LocalTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_inputs_report()
         checkpoints = self.run_dir / "checkpoints"
-        state = ckpt.resume(checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.teacher)
+        state = ckpt.resume(
+            checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.teacher,
+            self.trust_unverified,
+        )  # fmt: skip
         if state is None:
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
@@ -343,15 +347,18 @@ def cell_of(cfg: DictConfig) -> Cell:
     return Cell(str(cfg.method.name), str(cfg.base_model.name), str(cfg.dataset.name))
 
 
-def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -> RunResult:
-    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``).
+def train(
+    cfg: DictConfig, run_dir: Path | None = None, progress: bool = True, trust_unverified: bool = False
+) -> RunResult:
+    """Train ``cfg``'s cell with the local backend into ``run_dir`` (default ``{paths.runs_dir}/{cell_id}``);
+    ``trust_unverified`` resumes from a checkpoint without a manifest (one written before manifests existed).
 
     The run folder is locked for the whole run: a second trainer on it raises RunInUseError before touching it.
     Ctrl-C records the run ``interrupted`` and raises TrainingInterrupted (a KeyboardInterrupt) saying where."""
     transformers_logging.disable_progress_bar()
     target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir))
     with run_lock(target):
-        trainer = LocalTrainer(cfg, target, progress=progress)
+        trainer = LocalTrainer(cfg, target, progress=progress, trust_unverified=trust_unverified)
         run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)
         try:
             result = trainer.run()
@@ -359,7 +366,10 @@ def train(cfg: DictConfig, run_dir: Path | None = None, progress: bool = True) -
             run_record.record_end(trainer.run_dir, "interrupted")
             raise TrainingInterrupted(trainer.step, trainer.saved_step) from exc
         except BaseException as exc:
-            run_record.record_end(trainer.run_dir, "failed", exc)
+            try:
+                run_record.record_end(trainer.run_dir, "failed", exc)
+            except OSError as record_exc:  # a disk still full: the run's own error is the one to report
+                log.error("could not mark %s failed: %s", trainer.run_dir / run_record.RUN_RECORD, record_exc)
             raise
         finally:
             trainer.voter.close()

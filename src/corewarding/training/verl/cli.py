@@ -115,12 +115,13 @@ def add_config_actions(config: argparse._SubParsersAction) -> None:
     snap.set_defaults(func=snapshot)
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:
-    """``checkpoint merge``."""
-    ckpt = sub.add_parser("checkpoint", help="verl checkpoints").add_subparsers(dest="action", required=True)
+def add_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """``checkpoint merge``; returns the ``checkpoint`` group, for the local backend's ``checkpoint convert``."""
+    ckpt = sub.add_parser("checkpoint", help="checkpoints").add_subparsers(dest="action", required=True)
     merge_p = ckpt.add_parser("merge", help="merge a run's verl FSDP checkpoint into a Hugging Face folder")
     merge_p.add_argument("run", help="a run folder, or a cell id under --runs-dir")
     merge_p.add_argument("--runs-dir", default="runs")
     merge_p.add_argument("--step", type=int, default=None, help="default: the newest saved step")
     merge_p.add_argument("--target", default=None, help="default: {run}/hf/global_step_N")
     merge_p.set_defaults(func=merge)
+    return ckpt
