@@ -21,7 +21,7 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.utils import tensordict_utils as tu
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
-from corewarding.methods.logits_rewards import token_self_certainty
+from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 ONE_TO_ALL: Any = Dispatch.ONE_TO_ALL  # type: ignore[attr-defined]  # verl adds Dispatch members at import
 
 SELF_CERTAINTY_KEY = "self_certainty"
+CHUNK_KEY = "corewarding_self_certainty_chunk_tokens"  # optional actor_rollout_ref key; default DEFAULT_CHUNK_TOKENS
 
 
 class SelfCertaintyProbe:
@@ -36,11 +37,16 @@ class SelfCertaintyProbe:
 
     The engine calls it twice per micro-batch: with ``student_logits`` (the temperature-scaled logits, shape
     ``(1, tokens, vocab)``) to collect extra per-token outputs, then as the loss, which is not needed here.
+    Self-certainty is computed ``chunk_tokens`` positions at a time, so only one chunk is ever upcast to fp32.
     """
+
+    def __init__(self, chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS) -> None:
+        self.chunk_tokens = chunk_tokens
 
     def __call__(self, student_logits: torch.Tensor | None = None, **kwargs: Any) -> Any:
         if student_logits is not None:
-            return {SELF_CERTAINTY_KEY: token_self_certainty(student_logits)}
+            with torch.no_grad():
+                return {SELF_CERTAINTY_KEY: token_self_certainty(student_logits.detach(), self.chunk_tokens)}
         device = kwargs["data"]["input_ids"].device if "data" in kwargs else None
         return torch.zeros((), device=device), {}
 
@@ -79,7 +85,7 @@ class CorewardingWorker(ActorRolloutRefWorker):
         actor: Any = self.actor
         tu.assign_non_tensor(data, distillation_use_topk=True, distillation_only=False, compute_loss=True)
         loss_fn = actor.loss_fn
-        actor.loss_fn = SelfCertaintyProbe()
+        actor.loss_fn = SelfCertaintyProbe(int(self.config.get(CHUNK_KEY, DEFAULT_CHUNK_TOKENS)))
         try:
             output = actor.infer_batch(data)
         finally:
