@@ -13,16 +13,19 @@ Checkpoints additionally hold the teacher's shards (verl saves only the actor).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils import tensordict_utils as tu
+from verl.utils.device import get_device_id
 from verl.workers.engine_workers import ActorRolloutRefWorker
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
+from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,29 @@ class CorewardingWorker(ActorRolloutRefWorker):
         finally:
             actor.loss_fn = loss_fn
         return output.cpu() if output is not None else None
+
+    def _sum_over_dp(self, counts: torch.Tensor) -> None:
+        """Sum a CPU tensor over the actor's data-parallel ranks, in place."""
+        group = self.actor.engine.get_data_parallel_group()  # type: ignore[union-attr]
+        on_device = counts.to(get_device_id())
+        torch.distributed.all_reduce(on_device, op=torch.distributed.ReduceOp.SUM, group=group)
+        counts.copy_(on_device.cpu())
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    def update_actor(self, data: TensorDict) -> TensorDict | None:
+        """verl's update; a batch of two views (Co-rewarding-I) is trained on the sum of its per-view token-means
+        (``view_loss``) unless ``actor_rollout_ref.corewarding_view_sum_loss`` is false."""
+        views = row_views(data)
+        if not self.config.get(SWITCH_KEY, True) or len(set(views)) < 2:
+            return super().update_actor(data)
+        tag_views(data, views, self._sum_over_dp)
+        actor: Any = self.actor
+        loss_fn = actor.loss_fn
+        actor.loss_fn = partial(view_sum_ppo_loss, config=loss_fn.keywords["config"])
+        try:
+            return super().update_actor(data)
+        finally:
+            actor.loss_fn = loss_fn
 
     @register(dispatch_mode=ONE_TO_ALL)
     def save_checkpoint(
