@@ -11,6 +11,7 @@ from tensordict import TensorDict
 from verl import DataProto
 from verl.utils import tensordict_utils as tu
 from verl.workers.config import FSDPActorConfig
+from verl.workers.engine.utils import prepare_micro_batches
 from verl.workers.utils.losses import ppo_loss
 from verl.workers.utils.padding import left_right_2_no_padding
 
@@ -22,7 +23,7 @@ VIEWS = ["original", "original", "rephrased", "rephrased"]
 KL_COEF = 0.005
 
 
-def _batch() -> tuple[TensorDict, torch.Tensor]:
+def _batch() -> tuple[TensorDict, list[torch.Tensor]]:
     gen = torch.Generator().manual_seed(3)
     n = len(RESPONSE_LENS)
     response_mask = torch.zeros(n, R, dtype=torch.long)
@@ -54,7 +55,7 @@ def _batch() -> tuple[TensorDict, torch.Tensor]:
         length = RESPONSE_LENS[i]
         seq[-length - 1 : -1] = old[i, :length]  # log-prob of token t sits at position t - 1
         values.append(seq)
-    return data, torch.cat(values).requires_grad_(True)
+    return data, [v.requires_grad_(True) for v in values]
 
 
 def _per_token_loss(data: TensorDict) -> torch.Tensor:
@@ -72,7 +73,8 @@ def _config() -> FSDPActorConfig:
 
 
 def test_view_sum_equals_the_sum_of_per_view_token_means() -> None:
-    data, log_probs = _batch()
+    data, rows = _batch()
+    log_probs = torch.cat(rows)
     assert row_views(data) == VIEWS
     assert tag_views(data, row_views(data)) == 2
     assert data[VIEW_ID_KEY].tolist() == [0, 0, 1, 1]
@@ -83,11 +85,28 @@ def test_view_sum_equals_the_sum_of_per_view_token_means() -> None:
     torch.testing.assert_close(loss, original + rephrased, rtol=1e-5, atol=1e-6)
     assert "actor/pg_loss" in metrics
     loss.backward()  # differentiable through the policy's log-probs
-    assert log_probs.grad is not None and bool(log_probs.grad.abs().sum() > 0)
+    assert all(r.grad is not None and bool(r.grad.abs().sum() > 0) for r in rows)
+
+
+@pytest.mark.parametrize("micro", [1, 2])
+def test_micro_batches_add_up_to_the_view_sum(micro: int) -> None:
+    """verl sums the micro-batches' losses (gradient accumulation); the per-row weights travel with the rows."""
+    data, rows = _batch()
+    tag_views(data, row_views(data))
+    tu.assign_non_tensor(data, use_dynamic_bsz=False, micro_batch_size_per_gpu=micro)  # as verl's train_batch
+    total = torch.zeros(())
+    batches, _ = prepare_micro_batches(data)
+    for i, batch in enumerate(batches):
+        loss, _ = view_sum_ppo_loss(_config(), {"log_probs": torch.cat(rows[i * micro : (i + 1) * micro])}, batch)
+        total = total + loss
+    per_token, mask = _per_token_loss(data), data["response_mask"].bool()
+    expected = per_token[:2][mask[:2]].mean() + per_token[2:][mask[2:]].mean()
+    torch.testing.assert_close(total, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_switch_off_is_verls_single_token_mean() -> None:
-    data, log_probs = _batch()
+    data, rows = _batch()
+    log_probs = torch.cat(rows)
     loss, _ = ppo_loss(_config(), {"log_probs": log_probs}, data)  # what the worker keeps with the switch off
     per_token, mask = _per_token_loss(data), data["response_mask"].bool()
     torch.testing.assert_close(loss, per_token[mask].mean(), rtol=1e-5, atol=1e-6)

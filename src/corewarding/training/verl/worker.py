@@ -22,6 +22,7 @@ from verl.single_controller.base.decorator import Dispatch, make_nd_compute_data
 from verl.utils import tensordict_utils as tu
 from verl.utils.device import get_device_id
 from verl.workers.engine_workers import ActorRolloutRefWorker
+from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
@@ -109,9 +110,11 @@ class CorewardingWorker(ActorRolloutRefWorker):
         views = row_views(data)
         if not self.config.get(SWITCH_KEY, True) or len(set(views)) < 2:
             return super().update_actor(data)
-        tag_views(data, views, self._sum_over_dp)
         actor: Any = self.actor
         loss_fn = actor.loss_fn
+        if getattr(loss_fn, "func", None) is not ppo_loss:  # e.g. verl's distillation loss: left as verl built it
+            raise ValueError(f"{SWITCH_KEY}: the per-view sum wraps verl's ppo_loss only, not {loss_fn!r}")
+        tag_views(data, views, self._sum_over_dp)
         actor.loss_fn = partial(view_sum_ppo_loss, config=loss_fn.keywords["config"])
         try:
             return super().update_actor(data)
