@@ -72,3 +72,24 @@ def test_without_either_route_nothing_is_registered(probes: dict) -> None:
 
 def test_our_verl_modules_never_import_vllm(probes: dict) -> None:
     assert probes["entry-point"]["gpu_modules"] == []
+
+
+BROKEN = """
+import sys
+sys.modules["corewarding.training.verl.rewards"] = None  # a real failing import inside the plug-in
+import verl
+from verl.workers.reward_manager.registry import REWARD_MANAGER_REGISTRY
+print(sorted(k for k in REWARD_MANAGER_REGISTRY if k.startswith("corewarding_")))
+"""
+
+
+def test_a_broken_plugin_fails_import_verl_naming_the_module() -> None:
+    """verl logs an entry point's exception at DEBUG and goes on; ours must stop ``import verl`` instead."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_USE_EXTERNAL")}
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", BROKEN], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode != 0, f"import verl succeeded with a broken plug-in: {proc.stdout}"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("corewarding.training.verl.plugins.PluginImportError: " + PLUGINS), last
+    assert "corewarding.training.verl.rewards" in last and "ImportError" in last, last

@@ -5,17 +5,30 @@ Registered: the batch managers ``corewarding_<method>`` (``verl.workers.reward_m
 reward-loop manager ``corewarding_gt`` (``verl.experimental.reward_loop.reward_manager``). No advantage estimator is
 registered: verl's own ``grpo`` groups by uid, and every method keeps its groups apart by uid (Co-rewarding-I's
 two views carry different uids and vote across a shared pair key instead).
+
+verl 0.9.1 (``verl/__init__.py``) loads each entry point under ``except Exception`` and logs a failure at DEBUG, so
+a broken plug-in would surface only later, as an unknown reward manager. An import failure here is therefore
+re-raised as ``PluginImportError``, a ``BaseException`` that verl's handler does not catch: ``import verl`` fails
+at once, naming this module and the import that broke. Nothing here needs a GPU package (vllm, flash-attn).
 """
 
 from __future__ import annotations
 
-from verl.experimental.reward_loop.reward_manager import register as register_loop_manager
-from verl.workers.reward_manager import register as register_batch_manager
 
-from corewarding.training.verl.rewards import GT_LOOP_MANAGER, GroundTruthRewardLoopManager, registered_managers
+class PluginImportError(BaseException):
+    """corewarding's verl plug-in could not be imported (a ``BaseException`` so verl's entry-point loop lets it
+    through)."""
 
-BATCH_MANAGERS = registered_managers()
 
-for _name, _cls in BATCH_MANAGERS.items():
-    register_batch_manager(_name)(_cls)
-register_loop_manager(GT_LOOP_MANAGER)(GroundTruthRewardLoopManager)
+try:
+    from verl.experimental.reward_loop.reward_manager import register as register_loop_manager
+    from verl.workers.reward_manager import register as register_batch_manager
+
+    from corewarding.training.verl.rewards import GT_LOOP_MANAGER, GroundTruthRewardLoopManager, registered_managers
+
+    BATCH_MANAGERS = registered_managers()
+    for _name, _cls in BATCH_MANAGERS.items():
+        register_batch_manager(_name)(_cls)
+    register_loop_manager(GT_LOOP_MANAGER)(GroundTruthRewardLoopManager)
+except Exception as exc:
+    raise PluginImportError(f"{__name__}: corewarding's verl plug-in failed to import: {exc!r}") from exc

@@ -13,22 +13,27 @@ Checkpoints additionally hold the teacher's shards (verl saves only the actor).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils import tensordict_utils as tu
+from verl.utils.device import get_device_id
 from verl.workers.engine_workers import ActorRolloutRefWorker
+from verl.workers.utils.losses import ppo_loss
 
-from corewarding.methods.logits_rewards import token_self_certainty
+from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
+from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
 
 log = logging.getLogger(__name__)
 
 ONE_TO_ALL: Any = Dispatch.ONE_TO_ALL  # type: ignore[attr-defined]  # verl adds Dispatch members at import
 
 SELF_CERTAINTY_KEY = "self_certainty"
+CHUNK_KEY = "corewarding_self_certainty_chunk_tokens"  # optional actor_rollout_ref key; default DEFAULT_CHUNK_TOKENS
 
 
 class SelfCertaintyProbe:
@@ -36,11 +41,16 @@ class SelfCertaintyProbe:
 
     The engine calls it twice per micro-batch: with ``student_logits`` (the temperature-scaled logits, shape
     ``(1, tokens, vocab)``) to collect extra per-token outputs, then as the loss, which is not needed here.
+    Self-certainty is computed ``chunk_tokens`` positions at a time, so only one chunk is ever upcast to fp32.
     """
+
+    def __init__(self, chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS) -> None:
+        self.chunk_tokens = chunk_tokens
 
     def __call__(self, student_logits: torch.Tensor | None = None, **kwargs: Any) -> Any:
         if student_logits is not None:
-            return {SELF_CERTAINTY_KEY: token_self_certainty(student_logits)}
+            with torch.no_grad():
+                return {SELF_CERTAINTY_KEY: token_self_certainty(student_logits.detach(), self.chunk_tokens)}
         device = kwargs["data"]["input_ids"].device if "data" in kwargs else None
         return torch.zeros((), device=device), {}
 
@@ -79,12 +89,37 @@ class CorewardingWorker(ActorRolloutRefWorker):
         actor: Any = self.actor
         tu.assign_non_tensor(data, distillation_use_topk=True, distillation_only=False, compute_loss=True)
         loss_fn = actor.loss_fn
-        actor.loss_fn = SelfCertaintyProbe()
+        actor.loss_fn = SelfCertaintyProbe(int(self.config.get(CHUNK_KEY, DEFAULT_CHUNK_TOKENS)))
         try:
             output = actor.infer_batch(data)
         finally:
             actor.loss_fn = loss_fn
         return output.cpu() if output is not None else None
+
+    def _sum_over_dp(self, counts: torch.Tensor) -> None:
+        """Sum a CPU tensor over the actor's data-parallel ranks, in place."""
+        group = self.actor.engine.get_data_parallel_group()  # type: ignore[union-attr]
+        on_device = counts.to(get_device_id())
+        torch.distributed.all_reduce(on_device, op=torch.distributed.ReduceOp.SUM, group=group)
+        counts.copy_(on_device.cpu())
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    def update_actor(self, data: TensorDict) -> TensorDict | None:
+        """verl's update; a batch of two views (Co-rewarding-I) is trained on the sum of its per-view token-means
+        (``view_loss``) unless ``actor_rollout_ref.corewarding_view_sum_loss`` is false."""
+        views = row_views(data)
+        if not self.config.get(SWITCH_KEY, True) or len(set(views)) < 2:
+            return super().update_actor(data)
+        actor: Any = self.actor
+        loss_fn = actor.loss_fn
+        if getattr(loss_fn, "func", None) is not ppo_loss:  # e.g. verl's distillation loss: left as verl built it
+            raise ValueError(f"{SWITCH_KEY}: the per-view sum wraps verl's ppo_loss only, not {loss_fn!r}")
+        tag_views(data, views, self._sum_over_dp)
+        actor.loss_fn = partial(view_sum_ppo_loss, config=loss_fn.keywords["config"])
+        try:
+            return super().update_actor(data)
+        finally:
+            actor.loss_fn = loss_fn
 
     @register(dispatch_mode=ONE_TO_ALL)
     def save_checkpoint(

@@ -1,0 +1,78 @@
+"""Co-rewarding-I's policy loss: the sum of one token-mean per view, as the reference computes it.
+
+verl 0.9.1's ``ppo_loss`` takes one token-mean over every response of the mini-batch. The reference
+(``I/verl/workers/actor/dp_actor.py``) computes ``(PPO_ori + c KL_ori) + (PPO_aug + c KL_aug)``, each a token-mean over
+its own view, so its loss (and gradient) is about twice verl's and gradient clipping at 1.0 bites at the same point
+only with the per-view sum. ``view_sum_ppo_loss`` reproduces the sum on verl's own loss code: for each view ``v`` it
+calls ``ppo_loss`` with the response mask restricted to the rows of ``v`` and scales it by ``N / N_v`` (tokens of the
+mini-batch over tokens of view ``v``), which turns verl's ``sum_{t in v} l_t / N`` into ``sum_{t in v} l_t / N_v``.
+
+``N_v / N`` is each view's token share of the whole training batch over all data-parallel ranks (``tag_views``, in
+the worker's ``update_actor``): exact when the mini-batch is the batch (the paper's setup, one optimizer step per
+step); with smaller mini-batches it uses the batch's share for each mini-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+from verl.utils import tensordict_utils as tu
+from verl.workers.utils.losses import ppo_loss
+
+VIEW_ID_KEY = "cr_view_id"  # per row: index into the views present in the batch
+VIEW_WEIGHT_KEY = "cr_view_weight"  # per row: N / N_v of the row's view, over the whole batch
+VIEW_EXTRA_KEY = "cr_view"  # extra_info key naming a row's view (set by the data preparation)
+SWITCH_KEY = "corewarding_view_sum_loss"  # actor_rollout_ref key: False gives verl's single token-mean
+
+
+def row_views(data: TensorDict) -> list[str]:
+    """Each row's view name from ``extra_info.cr_view`` ("original" where absent)."""
+    extras = tu.get(data, "extra_info", None)
+    if extras is None:
+        return ["original"] * int(data.batch_size[0])
+    return [str(e.get(VIEW_EXTRA_KEY, "original")) if isinstance(e, dict) else "original" for e in extras]
+
+
+def tag_views(data: TensorDict, views: Sequence[str], all_reduce: Callable[[torch.Tensor], None] | None = None) -> int:
+    """Add per-row ``cr_view_id`` and ``cr_view_weight`` (``N / N_v``) to ``data``; returns the number of views.
+
+    ``all_reduce`` sums the per-view token counts (a CPU float64 tensor) over the data-parallel ranks, in place;
+    ``None`` counts this rank's rows only.
+    """
+    names = sorted(set(views))
+    ids = torch.as_tensor([names.index(v) for v in views], dtype=torch.long)
+    tokens = data["response_mask"].to(torch.float64).sum(-1).cpu()
+    counts = torch.zeros(len(names), dtype=torch.float64).index_add_(0, ids, tokens)
+    if all_reduce is not None:
+        all_reduce(counts)
+    if bool((counts == 0).any()):
+        empty = [n for n, c in zip(names, counts.tolist(), strict=True) if c == 0]
+        raise ValueError(f"view(s) {empty} have no response tokens in this batch")
+    device = data["response_mask"].device
+    data[VIEW_ID_KEY] = ids.to(device)
+    data[VIEW_WEIGHT_KEY] = (counts.sum() / counts)[ids].to(device=device, dtype=torch.float32)
+    return len(names)
+
+
+def view_sum_ppo_loss(
+    config: Any, model_output: dict[str, Any], data: TensorDict, dp_group: Any = None
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """sum_v (N / N_v) * ppo_loss(rows of view v): the sum of the per-view token-means (PPO + KL + entropy terms).
+
+    The metrics are verl's, over all rows (the logged ``actor/pg_loss`` stays verl's single token-mean).
+    """
+    _, metrics = ppo_loss(config, model_output, data, dp_group)
+    if VIEW_ID_KEY not in data.keys():  # noqa: SIM118  (TensorDict refuses `in`)
+        raise KeyError(f"{VIEW_ID_KEY} is missing: tag_views was not run on this batch")
+    view_ids, weights, mask = data[VIEW_ID_KEY], data[VIEW_WEIGHT_KEY], data["response_mask"]
+    total = torch.zeros((), device=mask.device)
+    for view in view_ids.unique().tolist():  # the views with rows in this micro-batch
+        rows = view_ids == view
+        part = data.copy()
+        part["response_mask"] = mask * rows.to(mask.dtype).unsqueeze(-1)
+        loss, _ = ppo_loss(config, model_output, part, dp_group)
+        total = total + loss * weights[rows][0]
+    return total, metrics
