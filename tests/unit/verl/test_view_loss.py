@@ -119,3 +119,29 @@ def test_a_view_without_tokens_is_an_error() -> None:
     data, _ = _batch()
     with pytest.raises(ValueError, match="no response tokens"):
         tag_views(data, ["original"] * 4, all_reduce=lambda t: t.mul_(torch.tensor([1.0], dtype=t.dtype) * 0))
+
+
+def test_a_rank_holding_one_view_weights_its_rows_by_the_whole_batch() -> None:
+    """verl splits the batch over data-parallel ranks: a shard may hold one view only. Every rank all-reduces the same
+    two counts (original, rephrased), so the weights equal the whole batch's (11/7 and 11/4 here)."""
+    mask = torch.zeros(4, R, dtype=torch.long)
+    for i, length in enumerate(RESPONSE_LENS):
+        mask[i, :length] = 1
+    shards = {"a": (slice(0, 2), VIEWS[:2]), "b": (slice(2, 4), VIEWS[2:])}
+    local = {}
+    for name, (rows, views) in shards.items():
+        local[name] = TensorDict({"response_mask": mask[rows]}, batch_size=2)
+        assert tag_views(local[name], views, all_reduce=lambda t: None) == 1  # counts this shard alone
+    counts = {n: torch.tensor([7.0, 0.0] if n == "a" else [0.0, 4.0], dtype=torch.float64) for n in shards}
+    for name, (_, views) in shards.items():
+        other = counts["b" if name == "a" else "a"]
+        tag_views(local[name], views, all_reduce=lambda t, other=other: t.add_(other))  # the sum over both ranks
+    assert local["a"]["cr_view_weight"].tolist() == pytest.approx([11 / 7, 11 / 7])
+    assert local["b"]["cr_view_weight"].tolist() == pytest.approx([11 / 4, 11 / 4])
+
+
+def test_rows_without_a_view_are_an_error_not_a_silent_token_mean() -> None:
+    data, _ = _batch()
+    tu.assign_non_tensor(data, extra_info=[{"cr_pair": 0}] * 4)
+    with pytest.raises(KeyError, match=r"rows \[0, 1, 2, 3\] lack extra_info.cr_view"):
+        row_views(data)

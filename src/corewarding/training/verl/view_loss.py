@@ -25,36 +25,45 @@ from verl.workers.utils.losses import ppo_loss
 VIEW_ID_KEY = "cr_view_id"  # per row: index into the views present in the batch
 VIEW_WEIGHT_KEY = "cr_view_weight"  # per row: N / N_v of the row's view, over the whole batch
 VIEW_EXTRA_KEY = "cr_view"  # extra_info key naming a row's view (set by the data preparation)
-SWITCH_KEY = "corewarding_view_sum_loss"  # actor_rollout_ref key: False gives verl's single token-mean
+VIEW_NAMES = ("original", "rephrased")  # the two views of a pair cell, in a fixed order on every rank
+SWITCH_KEY = "corewarding_view_sum_loss"  # actor_rollout_ref key, true for pair (two-view) cells; else verl's mean
 
 
 def row_views(data: TensorDict) -> list[str]:
-    """Each row's view name from ``extra_info.cr_view`` ("original" where absent)."""
+    """Each row's view name from ``extra_info.cr_view``; a row without one is an error (never a silent fallback)."""
     extras = tu.get(data, "extra_info", None)
     if extras is None:
-        return ["original"] * int(data.batch_size[0])
-    return [str(e.get(VIEW_EXTRA_KEY, "original")) if isinstance(e, dict) else "original" for e in extras]
+        raise KeyError(f"{SWITCH_KEY} is on but the actor's batch has no extra_info (the rows' {VIEW_EXTRA_KEY})")
+    views = [e.get(VIEW_EXTRA_KEY) if isinstance(e, dict) else None for e in extras]
+    missing = [i for i, v in enumerate(views) if v is None]
+    if missing:
+        raise KeyError(f"{SWITCH_KEY} is on but rows {missing[:5]} lack extra_info.{VIEW_EXTRA_KEY}")
+    return [str(v) for v in views]
 
 
 def tag_views(data: TensorDict, views: Sequence[str], all_reduce: Callable[[torch.Tensor], None] | None = None) -> int:
-    """Add per-row ``cr_view_id`` and ``cr_view_weight`` (``N / N_v``) to ``data``; returns the number of views.
+    """Add per-row ``cr_view_id`` and ``cr_view_weight`` (``N / N_v``) to ``data``; returns the views present here.
 
     ``all_reduce`` sums the per-view token counts (a CPU float64 tensor) over the data-parallel ranks, in place;
     ``None`` counts this rank's rows only.
     """
-    names = sorted(set(views))
-    ids = torch.as_tensor([names.index(v) for v in views], dtype=torch.long)
+    unknown = sorted(set(views) - set(VIEW_NAMES))
+    if unknown:
+        raise ValueError(f"unknown view(s) {unknown} in extra_info.{VIEW_EXTRA_KEY}; expected {list(VIEW_NAMES)}")
+    # one slot per known view on every rank (a rank's shard may hold one view only), so the all-reduce matches
+    ids = torch.as_tensor([VIEW_NAMES.index(v) for v in views], dtype=torch.long)
     tokens = data["response_mask"].to(torch.float64).sum(-1).cpu()
-    counts = torch.zeros(len(names), dtype=torch.float64).index_add_(0, ids, tokens)
+    counts = torch.zeros(len(VIEW_NAMES), dtype=torch.float64).index_add_(0, ids, tokens)
     if all_reduce is not None:
         all_reduce(counts)
-    if bool((counts == 0).any()):
-        empty = [n for n, c in zip(names, counts.tolist(), strict=True) if c == 0]
+    present = sorted(set(views), key=VIEW_NAMES.index)
+    empty = [v for v in present if counts[VIEW_NAMES.index(v)] == 0]
+    if empty:
         raise ValueError(f"view(s) {empty} have no response tokens in this batch")
     device = data["response_mask"].device
     data[VIEW_ID_KEY] = ids.to(device)
     data[VIEW_WEIGHT_KEY] = (counts.sum() / counts)[ids].to(device=device, dtype=torch.float32)
-    return len(names)
+    return len(present)
 
 
 def view_sum_ppo_loss(

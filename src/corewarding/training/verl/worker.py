@@ -105,11 +105,15 @@ class CorewardingWorker(ActorRolloutRefWorker):
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     def update_actor(self, data: TensorDict) -> TensorDict | None:
-        """verl's update; a batch of two views (Co-rewarding-I) is trained on the sum of its per-view token-means
-        (``view_loss``) unless ``actor_rollout_ref.corewarding_view_sum_loss`` is false."""
-        views = row_views(data)
-        if not self.config.get(SWITCH_KEY, True) or len(set(views)) < 2:
+        """verl's update; with ``actor_rollout_ref.corewarding_view_sum_loss`` (set for pair cells, Co-rewarding-I)
+        trained on the sum of its per-view token-means (``view_loss``).
+
+        The switch comes from the config, the same on every rank, never from a rank's rows: a rank whose shard holds
+        one view still joins the all-reduce of the per-view token counts.
+        """
+        if not self.config.get(SWITCH_KEY, False):
             return super().update_actor(data)
+        views = row_views(data)
         actor: Any = self.actor
         loss_fn = actor.loss_fn
         if getattr(loss_fn, "func", None) is not ppo_loss:  # e.g. verl's distillation loss: left as verl built it
