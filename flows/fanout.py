@@ -13,8 +13,14 @@ from typing import Any
 from uuid import UUID
 
 from prefect.client.orchestration import SyncPrefectClient, get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    TaskRunFilter,
+    TaskRunFilterState,
+    TaskRunFilterStateType,
+)
+from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
 from prefect.states import Cancelled, Cancelling, Crashed, State
 
@@ -30,6 +36,7 @@ from flows import tasks
 log = logging.getLogger(__name__)
 CELL_FLOW = "corewarding-cell"
 _PAGE = 200  # the most flow runs the Prefect API returns at once
+_UNFINISHED = [StateType.RUNNING, StateType.PENDING, StateType.SCHEDULED]
 
 
 def cell_report(plan: CellPlan, job: CellJob, state: State[Any]) -> CellReport:
@@ -154,9 +161,12 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
                             reports.append(report)
                             continue
                         retry = not (run.state and run.state.is_cancelled())
+                        if run.state and run.state.is_crashed():  # its process died: its task runs with it
+                            crash_task_runs(client, run.id, why)
                     elif _stale(attempt, run, watch, store_url):
                         why = f"cell run {run.name}: its worker stopped (lease went stale)"
                         client.set_flow_run_state(attempt.run_id, Crashed(message=why), force=True)
+                        crash_task_runs(client, attempt.run_id, why)
                         retry = True
                     else:
                         continue
@@ -174,6 +184,18 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
         cancel_runs({cell_id: attempt.run_id for cell_id, attempt in active.items()})
         raise
     return reports
+
+
+def crash_task_runs(client: SyncPrefectClient, run_id: UUID, message: str) -> int:
+    """Mark the task runs that a dead cell run left Running or Pending as Crashed (nobody else will); returns how
+    many."""
+    unfinished = TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_UNFINISHED)))
+    runs = client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id])), task_run_filter=unfinished
+    )
+    for task_run in runs:
+        client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    return len(runs)
 
 
 def read_runs(client: SyncPrefectClient, run_ids: dict[str, UUID]) -> dict[str, FlowRun]:

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from prefect import flow
+from prefect import flow, task
 from prefect.client.orchestration import get_client
 from prefect.states import Completed, Crashed, Running
 
@@ -110,3 +110,19 @@ def test_a_report_left_by_another_flow_run_is_not_taken_as_this_runs(api: str, t
         client.set_flow_run_state(run.id, Crashed(message="process killed"), force=True)
         report, why = fanout.judge(attempt, client.read_flow_run(run.id), str(tmp_path))
         assert report is None and "ended Crashed: process killed" in why  # its own report, but it crashed
+
+
+@task(name="fanout-probe-task")
+def probe_task() -> None:
+    """Never run: only its task runs are created."""
+
+
+def test_a_crashed_cell_runs_task_runs_are_marked_crashed_not_left_running(api: str) -> None:
+    with get_client(sync_client=True) as client:
+        run = client.create_flow_run(probe, name="killed")
+        running = client.create_task_run(probe_task, run.id, "train", state=Running())
+        done = client.create_task_run(probe_task, run.id, "fetch", state=Completed())
+        other = client.create_task_run(probe_task, client.create_flow_run(probe).id, "train", state=Running())
+        assert fanout.crash_task_runs(client, run.id, "process killed") == 1
+        states = [client.read_task_run(t.id).state_name for t in (running, done, other)]
+    assert states == ["Crashed", "Completed", "Running"]  # only the dead run's unfinished task run
