@@ -108,7 +108,9 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
     while victim is None and run.poll() is None and time.monotonic() - started < 400:
         victim = _victim(store, "w1")
         time.sleep(0.2)
-    assert victim is not None, "worker w1 never trained a cell past its first checkpoint"
+    assert victim is not None, "worker w1 never trained a cell past its first checkpoint: " + "".join(
+        part[-3000:] for part in run.communicate(timeout=600)
+    )
     kill_tree(workers["w1"].pid)  # the machine dies: worker and its flow run
 
     out, err = run.communicate(timeout=600)
