@@ -130,6 +130,7 @@ def measure(n_workers: int, root: Path, database_url: str | None) -> dict[str, f
     """One demo run on ``n_workers`` workers; returns its wall time and the task times."""
     parent = clone_project(root / "parent")
     (root / "home").mkdir()
+    (root / "store").mkdir()  # the pipeline never creates a missing store folder
     with prefect_server(root / "home", database_url) as env:
         env = {**env, "PREFECT_WORKER_QUERY_SECONDS": str(WORKER_QUERY_S)}
         subprocess.run([str(BIN / "corewarding"), "deploy", "--work-pool", "bench", "--root", str(parent)],

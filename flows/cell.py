@@ -9,6 +9,7 @@ and its report at the end, whatever happened. The Prefect UI shows the cell's me
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -19,6 +20,7 @@ from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import plan_cell
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
+from corewarding.pipeline.versions import check_same, code_version, config_hash
 from flows import tasks
 
 
@@ -27,18 +29,30 @@ def _artifact_key(cell_id: str) -> str:
     return "cell-" + "".join(c if c.isalnum() else "-" for c in cell_id.lower())
 
 
-@flow(name="corewarding-cell", flow_run_name="{cell_id}")
-def cell(cell_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    """Train, evaluate and publish one cell; raises CellFailed (the run fails, naming the step) when a step failed."""
+def _run_name() -> str:
+    """``<cell>`` for a cell's first flow run, ``<cell>#<n>`` for the n-th (a retry after its run crashed)."""
+    params = flow_run.get_parameters()
+    attempt = int(params.get("attempt", 1))
+    return str(params["cell_id"]) if attempt <= 1 else f"{params['cell_id']}#{attempt}"
+
+
+@flow(name="corewarding-cell", flow_run_name=_run_name)
+def cell(cell_id: str, job: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
+    """Train, evaluate and publish one cell; raises CellFailed (the run fails, naming the step) when a step failed,
+    VersionMismatch (before any work) when this checkout's config or code is not the parent's."""
     spec = CellJob.from_parameters({**job, "cell_id": cell_id})
+    plan = plan_cell(spec.matrix, cell_id, spec.overrides)
+    config, code = config_hash(plan.cfg), code_version(Path.cwd())
+    if spec.code_version or spec.config_hash:  # a job from a parent on a work pool: same config, same code
+        check_same(cell_id, spec.config_hash, spec.code_version, config, code, f"{sharing.worker_name()}")
     store = sharing.open_store(spec.store_url) if spec.store_url else None
-    report = CellReport(cell_id, "", worker=sharing.worker_name())
-    holder = {"worker": report.worker, "flow_run_id": str(flow_run.get_id())}
+    run_id = str(flow_run.get_id())
+    report = CellReport(cell_id, str(plan.run_dir), worker=sharing.worker_name(), flow_run_id=run_id)
+    report.attempt, report.config_hash, report.code_version = flow_run.get_name(), config, code
+    holder = {"worker": report.worker, "flow_run_id": run_id}
     with contextlib.ExitStack() as stack:
         if store is not None:  # first: the parent sees this run alive from its start
             stack.enter_context(sharing.LeaseKeeper(store, cell_id, holder, spec.sync_interval_s))
-        plan = plan_cell(spec.matrix, cell_id, spec.overrides)
-        report.run_dir = str(plan.run_dir)
         if store is not None:
             fetched = tasks.fetch.with_options(task_run_name=f"fetch {cell_id}")(spec, return_state=True)
             status, _, error = tasks.outcome(fetched)

@@ -196,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corewarding.config import ConfigError
     from corewarding.data.io import SourceError
     from corewarding.pipeline.dvc import DvcError
+    from corewarding.pipeline.pool_checks import PoolError
+    from corewarding.pipeline.store import StoreError
     from corewarding.training.errors import CheckpointError, RunInUseError
 
     parser = build_parser()
@@ -224,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         DvcError,
         CheckpointError,
         RunInUseError,
+        PoolError,
+        StoreError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

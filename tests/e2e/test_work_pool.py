@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import psutil
 import pytest
 
 from tests.support.prefect_server import kill_tree, prefect_server
@@ -38,7 +39,8 @@ def machines(tmp_path: Path) -> Iterator[dict[str, object]]:
     if not dvc_bin().exists():
         pytest.skip("dvc is not installed in this environment")
     parent = clone_project(tmp_path / "parent")
-    run_dvc(parent, "remote", "add", "shared", str(tmp_path / "remote"))
+    run_dvc(parent, "remote", "add", "--local", "shared", str(tmp_path / "remote"))  # the checkout stays clean
+    (tmp_path / "remote").mkdir()  # a store that does not exist is an error, never created
     (tmp_path / "server-home").mkdir()
     with prefect_server(tmp_path / "server-home") as env:
         _run([str(BIN / "corewarding"), "deploy", "--work-pool", "cpu-pool", "--root", str(parent)], env, parent)
@@ -106,7 +108,9 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
     while victim is None and run.poll() is None and time.monotonic() - started < 400:
         victim = _victim(store, "w1")
         time.sleep(0.2)
-    assert victim is not None, "worker w1 never trained a cell past its first checkpoint"
+    assert victim is not None, "worker w1 never trained a cell past its first checkpoint: " + "".join(
+        part[-3000:] for part in run.communicate(timeout=600)
+    )
     kill_tree(workers["w1"].pid)  # the machine dies: worker and its flow run
 
     out, err = run.communicate(timeout=600)
@@ -139,3 +143,60 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
     assert _metrics(store / "runs" / victim) == _metrics(reference / victim)
     assert _metrics(parent / "runs" / victim) == _metrics(reference / victim)
     shutil.rmtree(reference)
+
+
+def _cell_processes(workers: dict[str, subprocess.Popen[bytes]]) -> list[psutil.Process]:
+    """The cell-run processes (Prefect's engine) that the workers started, not the workers themselves."""
+    found = []
+    for proc in workers.values():
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if "corewarding.pipeline.cell_engine" in " ".join(child.cmdline()):
+                    found.append(child)
+            except psutil.NoSuchProcess:
+                continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_cell_process_is_started_again_as_attempt_2_and_a_stale_report_is_not_taken(
+    machines: dict[str, object],
+) -> None:
+    env, parent, store = machines["env"], machines["parent"], machines["store"]
+    workers: dict[str, subprocess.Popen[bytes]] = machines["workers"]  # type: ignore[assignment]
+    assert isinstance(env, dict) and isinstance(parent, Path) and isinstance(store, Path)
+    cell_id = CELLS[0]
+    (store / "reports").mkdir(parents=True)  # an earlier run's report: done, by a worker long gone
+    stale = {"cell_id": cell_id, "run_dir": "", "steps": {"train": "done", "evaluate": "done", "publish": "done"},
+             "worker": "ghost", "flow_run_id": "00000000-0000-0000-0000-000000000000"}  # fmt: skip
+    (store / "reports" / f"{cell_id}.json").write_text(json.dumps(stale))
+    command = [
+        str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--cell", cell_id, "--work-pool", "cpu-pool",
+        "--json", "--config", "store.dvc_remote=shared", "--config", "store.sync_interval_s=0.5",
+        "--config", "cells.lease_timeout_s=60", "--config", "cells.poll_s=0.5", "schedule.total_steps=4",
+    ]  # fmt: skip
+    run = subprocess.Popen(command, env=env, cwd=parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed: list[int] = []
+    deadline = time.monotonic() + 200
+    while not killed and run.poll() is None and time.monotonic() < deadline:
+        cells = _cell_processes(workers)
+        if cells and _lease(store, cell_id):  # the cell run is under way on a worker
+            for proc in cells:
+                proc.kill()  # the cell's process only (as the OOM killer would): its worker lives on
+                killed.append(proc.pid)
+        time.sleep(0.2)
+    assert killed, "no worker started the cell: " + "".join(part[-3000:] for part in run.communicate(timeout=60))
+    assert all(proc.poll() is None for proc in workers.values())  # both workers still alive
+
+    out, err = run.communicate(timeout=240)
+    assert run.returncode == 0, out[-3000:] + err[-5000:]
+    report = json.loads(next(line for line in out.splitlines() if line.startswith('{"matrix"')))
+    (cell,) = report["cells"]
+    assert cell["attempt"] == f"{cell_id}#2", cell  # the retry, under its own name
+    assert cell["worker"] in workers and cell["flow_run_id"] != stale["flow_run_id"]
+    assert cell["steps"] == {"train": "done", "evaluate": "done", "publish": "done", "ingest": "done"}, cell
+    assert f"{cell_id}#2" in out  # in the final table
+    print(out[: out.index('{"matrix"')], file=sys.stderr)
+    assert json.loads((store / "reports" / f"{cell_id}.json").read_text())["attempt"] == f"{cell_id}#2"
+    assert "ended Crashed" in err  # the first attempt's crash is named

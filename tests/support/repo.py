@@ -10,6 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_CACHE_ENV = "COREWARDING_TEST_CACHE"
+_FIXED_DATE = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 
 
 def clone_project(tmp_path: Path) -> Path:
@@ -30,8 +31,8 @@ def clone_project(tmp_path: Path) -> Path:
         ["git", "init", "-q"],
         ["git", "add", "-A"],
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
-    ):
-        subprocess.run(cmd, cwd=clone, check=True)
+    ):  # a fixed date: clones of the same files have the same commit (one code version, as a work pool requires)
+        subprocess.run(cmd, cwd=clone, check=True, env={**os.environ, **_FIXED_DATE})
     return clone
 
 

@@ -95,7 +95,7 @@ def _workers(client: SyncPrefectClient, pool: str) -> list[str]:
 def test_corewarding_worker_takes_the_pool_and_stops_on_ctrl_c(api: str, sig: signal.Signals) -> None:
     env = {**os.environ, "PREFECT_API_URL": api}
     pool = f"stop-pool-{sig.name.lower()}"
-    command = [str(BIN / "corewarding"), "worker", "--pool", pool, "--limit", "1", "--name", "w1"]
+    command = [str(BIN / "corewarding"), "worker", "--pool", pool, "--limit", "1", "--name", "w1", "--create-pool"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 90

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
-from prefect import flow
+from prefect import flow, task
 from prefect.client.orchestration import get_client
-from prefect.states import Completed, Running
+from prefect.states import Completed, Crashed, Running
 
+from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import plan_cells
+from corewarding.pipeline.jobs import cell_job
 from corewarding.pipeline.prefect_session import prefect_api
+from corewarding.pipeline.report import CellReport
 from corewarding.pipeline.settings import load_settings
 from flows import fanout
 from flows.deploy import deploy_to_pool
@@ -80,3 +84,45 @@ def test_an_interrupt_between_two_submissions_cancels_the_runs_made_so_far(
     with get_client(sync_client=True) as client:
         states = [client.read_flow_run(run_id).state_name for run_id in made]
     assert states == ["Cancelled", "Cancelled"]  # no worker will take them after the parent is gone
+
+
+def test_a_report_left_by_another_flow_run_is_not_taken_as_this_runs(api: str, tmp_path: Path) -> None:
+    settings = load_settings([], matrix="demo", cells=["gt_grpo__tiny__tiny"])
+    plan = plan_cells(settings.selection)[0]
+    job = cell_job(plan, settings, str(tmp_path))
+    store = sharing.open_store(str(tmp_path))
+    with get_client(sync_client=True) as client:
+        old = client.create_flow_run(probe, name=plan.cell_id)
+        now = client.create_flow_run(probe, name=plan.cell_id)
+        for run in (old, now):
+            client.set_flow_run_state(run.id, Completed(), force=True)
+        stale = CellReport(plan.cell_id, "", steps={"train": "done"}, worker="w-old", flow_run_id=str(old.id))
+        sharing.write_cell_report(store, stale)  # an earlier run's report, still in the store
+        run = client.read_flow_run(now.id)
+        attempt = fanout._Attempt(plan, job, 1, run.id)
+        report, why = fanout.judge(attempt, run, str(tmp_path))
+        assert report is None and "no report of this flow run" in why
+
+        sharing.write_cell_report(store, CellReport(plan.cell_id, "", steps={"train": "done"}, flow_run_id=str(run.id)))
+        report, why = fanout.judge(attempt, run, str(tmp_path))
+        assert report is not None and report.flow_run_id == str(run.id) and why == ""
+
+        client.set_flow_run_state(run.id, Crashed(message="process killed"), force=True)
+        report, why = fanout.judge(attempt, client.read_flow_run(run.id), str(tmp_path))
+        assert report is None and "ended Crashed: process killed" in why  # its own report, but it crashed
+
+
+@task(name="fanout-probe-task")
+def probe_task() -> None:
+    """Never run: only its task runs are created."""
+
+
+def test_a_crashed_cell_runs_task_runs_are_marked_crashed_not_left_running(api: str) -> None:
+    with get_client(sync_client=True) as client:
+        run = client.create_flow_run(probe, name="killed")
+        running = client.create_task_run(probe_task, run.id, "train", state=Running())
+        done = client.create_task_run(probe_task, run.id, "fetch", state=Completed())
+        other = client.create_task_run(probe_task, client.create_flow_run(probe).id, "train", state=Running())
+        assert fanout.crash_task_runs(client, run.id, "process killed") == 1
+        states = [client.read_task_run(t.id).state_name for t in (running, done, other)]
+    assert states == ["Crashed", "Completed", "Running"]  # only the dead run's unfinished task run

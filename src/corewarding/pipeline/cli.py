@@ -37,7 +37,7 @@ def _resume_command(argv: list[str]) -> str:
     return " ".join(["corewarding", *argv]) if argv else "corewarding pipeline run"
 
 
-def _preflight(args: argparse.Namespace) -> None:
+def _preflight(args: argparse.Namespace) -> Any:
     """Compose the settings and the first selected cell's config: a typo fails in a second, before Prefect starts."""
     from corewarding.config import compose_config
     from corewarding.matrix import load_matrix
@@ -52,15 +52,19 @@ def _preflight(args: argparse.Namespace) -> None:
     cells = selected_cells(matrix, settings.selection)
     if cells:  # none selected: the flow itself names the problem
         compose_config(CellPlan(matrix, cells[0], tuple(settings.overrides)).train_overrides())
+    return settings
 
 
 def _run(args: argparse.Namespace) -> int:
-    _preflight(args)
+    settings = _preflight(args)
+    from corewarding.pipeline.pool_checks import check_pipeline
     from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 
     _import_flows()
     try:
-        with interruptible(), prefect_api(Path.cwd()):
+        with interruptible(), prefect_api(Path.cwd()) as api_url:
+            if settings.work_pool:  # a typo'd pool, a server that is down, a missing store: one line, before any work
+                check_pipeline(api_url, settings.work_pool, settings.store_url, settings.store_dvc_remote, Path.cwd())
             return _run_flow(args)
     except Interrupted as stop:  # its cell runs cancelled, the private server stopped
         print(resume_hint(_resume_command(sys.argv[1:])), file=sys.stderr)
@@ -134,8 +138,17 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from corewarding.pipeline.cell_worker import start
+    from prefect.settings import PREFECT_API_URL
 
+    from corewarding.pipeline.cell_worker import start
+    from corewarding.pipeline.pool_checks import PoolError, check_pool, check_server
+
+    api_url = PREFECT_API_URL.value()
+    if not api_url:
+        raise PoolError("PREFECT_API_URL is not set: a worker needs the pool's Prefect server")
+    check_server(api_url)
+    if not args.create_pool:  # Prefect's worker would create a misspelt pool and wait on it forever
+        check_pool(args.pool, api_url)
     return start(args.pool, args.limit, args.name)
 
 
@@ -218,4 +231,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     worker.add_argument("--pool", required=True, help="the work pool (corewarding deploy --work-pool/--cell-pool)")
     worker.add_argument("--limit", type=_at_least_one, default=None, help="cells run at once (1 per set of GPUs)")
     worker.add_argument("--name", default=None, help="the worker's name in Prefect (default: Prefect's)")
+    worker.add_argument(
+        "--create-pool", action="store_true",
+        help="create the pool if it does not exist (default: an unknown pool is an error)",
+    )  # fmt: skip
     worker.set_defaults(func=_worker)

@@ -11,6 +11,7 @@ from typing import Any
 
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.settings import PipelineSettings
+from corewarding.pipeline.versions import config_hash
 
 CELL_FLOW_STEPS = ("train", "evaluate", "publish")  # what a cell's own flow run does; ingest is the parent's
 
@@ -33,6 +34,8 @@ class CellJob:
     retry_delay_s: float = 10.0
     store_url: str | None = None
     sync_interval_s: float = 5.0
+    config_hash: str = ""  # the parent's resolved training config and code version: a worker must have the same
+    code_version: str = ""
 
     def to_parameters(self) -> dict[str, Any]:
         """JSON-ready parameters of the cell flow (tuples become lists)."""
@@ -49,8 +52,9 @@ class CellJob:
         return cls(**plain)
 
 
-def cell_job(plan: CellPlan, settings: PipelineSettings, store_url: str | None) -> CellJob:
-    """The job of one planned cell under the run's settings (only the cell-flow steps the run selected)."""
+def cell_job(plan: CellPlan, settings: PipelineSettings, store_url: str | None, code_version: str = "") -> CellJob:
+    """The job of one planned cell under the run's settings (only the cell-flow steps the run selected), with the
+    hash of its resolved config and the parent's ``code_version`` (a worker checks both)."""
     return CellJob(
         matrix=plan.matrix.name,
         cell_id=plan.cell_id,
@@ -66,4 +70,6 @@ def cell_job(plan: CellPlan, settings: PipelineSettings, store_url: str | None) 
         retry_delay_s=settings.retry_delay_s,
         store_url=store_url,
         sync_interval_s=settings.sync_interval_s,
+        config_hash=config_hash(plan.cfg),
+        code_version=code_version,
     )

@@ -18,6 +18,10 @@ class CellReport:
     steps: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     worker: str | None = None  # where its flow run ran (a work pool's worker), None when in the parent's process
+    flow_run_id: str | None = None  # the flow run that wrote it: the parent takes only its own runs' reports
+    attempt: str | None = None  # the flow run's name: <cell> or <cell>#<n> when started again
+    config_hash: str | None = None  # the resolved training config and code it ran with
+    code_version: str | None = None
 
     def record(self, step: str, status: str, error: str | None = None) -> None:
         self.steps[step] = status
@@ -126,7 +130,7 @@ def format_report(report: PipelineReport) -> str:
 
     from corewarding.demo import plain_table
 
-    workers = any(cell.worker for cell in report.cells)
+    workers = any(cell.worker or cell.attempt for cell in report.cells)
     header = [
         "cell",
         *CELL_STEPS,
@@ -134,7 +138,7 @@ def format_report(report: PipelineReport) -> str:
         "label acc",
         "val acc",
         "evaluation",
-        *(["worker"] if workers else []),
+        *(["attempt", "worker"] if workers else []),
     ]
     body = []
     for cell in report.cells:
@@ -145,7 +149,7 @@ def format_report(report: PipelineReport) -> str:
             [cell.cell_id, *(cell.steps.get(s, "-") for s in CELL_STEPS)]
             + [fmt(train.get(k)) for k in ("mean reward", "label acc", "val acc")]
             + [shown]
-            + ([cell.worker or "-"] if workers else [])
+            + ([cell.attempt or "-", cell.worker or "-"] if workers else [])
         )
     lines = [plain_table(header, body)]
     for cell in report.failed:

@@ -1,0 +1,68 @@
+"""Pool and store mistakes found before any cell runs, each as one line (exit status 2 at the CLI): a Prefect
+server that does not answer, a work pool that does not exist, a store path that is missing or read-only."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from corewarding.pipeline.store import STORE_SUBDIR, ArtifactStore, dvc_remote_url
+
+
+class PoolError(RuntimeError):
+    """The Prefect server or the work pool cannot be used; the message names it."""
+
+
+def check_server(api_url: str, timeout_s: float = 10.0) -> None:
+    """The Prefect API at ``api_url`` answers its health check."""
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout_s) as reply:
+            if reply.status == 200:
+                return
+            reason = f"HTTP {reply.status}"
+    except (OSError, urllib.error.URLError) as exc:
+        reason = str(getattr(exc, "reason", exc))
+    raise PoolError(f"the Prefect server at {api_url} does not answer ({reason}); start it or fix PREFECT_API_URL")
+
+
+def check_pool(name: str, api_url: str) -> None:
+    """The work pool ``name`` exists on the server (a typo would otherwise wait forever)."""
+    # here, not at the top: the CLI imports PoolError on every start, and Prefect takes seconds to import
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(name)
+            return
+        except ObjectNotFound:
+            known = ", ".join(sorted(p.name for p in client.read_work_pools())) or "none"
+    raise PoolError(f"work pool {name!r} does not exist on {api_url} (known pools: {known})")
+
+
+def check_store(store: ArtifactStore) -> None:
+    """The store's folder exists (it is never created here: an unmounted shared disk must not go unnoticed) and
+    takes a file (a read-only store fails now, not after the first cell has trained)."""
+    if not store.fs.isdir(store.root):
+        raise PoolError(f"store {store.url} does not exist (not created: mount the shared disk or create the folder)")
+    probe = f"{store.root}/.write-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        store.fs.pipe_file(probe, b"")
+        store.fs.rm_file(probe)
+    except OSError as exc:
+        raise PoolError(f"store {store.url} cannot be written ({exc.strerror or exc})") from exc
+
+
+def check_pipeline(api_url: str, pool: str, store_url: str | None, dvc_remote: str | None, root: Path) -> None:
+    """Before a pipeline run on ``pool``: the server answers, the pool exists, the store exists and is writable
+    (under a DVC remote, the remote's folder must exist; the store's own folder in it is made)."""
+    check_server(api_url)
+    check_pool(pool, api_url)
+    if store_url:
+        check_store(ArtifactStore(store_url))
+    elif dvc_remote:
+        remote = ArtifactStore(dvc_remote_url(root, dvc_remote))
+        check_store(remote)
+        remote.fs.makedirs(f"{remote.root}/{STORE_SUBDIR}", exist_ok=True)
