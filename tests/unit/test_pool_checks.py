@@ -3,7 +3,9 @@ config differs from the parent's refuses the cell, naming both versions."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +79,30 @@ def test_parent_with_a_missing_store_path_is_one_line_exit_2_and_creates_nothing
     code = _run("--work-pool", POOL, "--config", f"store.url={missing}")
     _one_line_error(capsys, code, f"store {missing} does not exist")
     assert not (tmp_path / "unmounted").exists()
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a read-only tmpfs: even root cannot write there (chmod does not stop root)."""
+    mount = tmp_path / "ro-store"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only tmpfs needs root (CI runs as root)")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"mount -t tmpfs failed here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_parent_with_a_read_only_store_is_one_line_and_exit_2(
+    api: str, read_only_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run("--work-pool", POOL, "--config", f"store.url={read_only_dir}")
+    _one_line_error(capsys, code, f"store {read_only_dir} cannot be written")
+    assert list(read_only_dir.iterdir()) == []
 
 
 def test_parent_with_an_unknown_dvc_remote_is_one_line_and_exit_2(api: str, capsys: pytest.CaptureFixture[str]) -> None:
