@@ -107,6 +107,15 @@ def test_fit_runs_two_full_steps_of_every_method(
         per_row = adv[torch.arange(len(adv)), mask.sum(-1) - 1]
         torch.testing.assert_close(per_row, grpo(rewards, [str(u) for u in update["uid"]]), atol=1e-4, rtol=1e-4)
         assert per_row.abs().sum() > 0
+    gens = 2 if teacher else 1  # each generate call is followed by a sleep; weights sync at start and per step
+    step = [("sleep_replicas", None)] * gens
+    assert trainer.checkpoint_manager.calls == [
+        ("update_weights", 0),
+        *step,
+        ("update_weights", 1),
+        *step,
+        ("update_weights", 2),
+    ]
     saves = [c for n, c in wg.calls if n == "save_checkpoint"]
     assert [s["step"] for s in saves] == [2] and saves[0]["path"].endswith("global_step_2/actor")
     exported = [json.loads(x) for x in Path(trainer.cr.metrics_file).read_text().splitlines()]  # our schema
@@ -132,3 +141,5 @@ def test_fit_runs_two_full_steps_of_every_method(
         teacher_in = manager.calls[1]
         assert list(teacher_in.non_tensor_batch["raw_prompt"]) == list(manager.calls[0].non_tensor_batch["raw_prompt"])
         assert wg.names().count("corewarding_teacher_to_rollout") == 2
+        rates = [c for n, c in wg.calls if n == "corewarding_ema_update"]
+        assert rates == [m["ema_rate"] for m in exported] and rates[0] > rates[1] > 0  # cosine decay over 2 steps
