@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from verl import DataProto
+from verl.protocol import union_numpy_dict
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils import tensordict_utils as tu
 from verl.workers.reward_manager import get_reward_manager_cls
@@ -109,14 +110,23 @@ class CorewardingTrainer(RayPPOTrainer):
         teacher_in.meta_info["global_steps"] = self.global_steps
         import ray
 
+        # verl's agent loop drops the input's non-tensor columns (uid, reward_model, ...) when reward-loop workers
+        # score the rollouts; fit() re-attaches them to its rollouts with ``union``, and so do we.
+        columns = dict(teacher_in.non_tensor_batch)
         ray.get(self.actor_rollout_wg.corewarding_teacher_to_rollout(global_steps=self.global_steps))
         teacher_out = self.async_rollout_manager.generate_sequences(teacher_in)
         self.checkpoint_manager.sleep_replicas()  # type: ignore[attr-defined]  # built by init_workers
         teacher_out.meta_info.pop("timing", None)
+        teacher_out.non_tensor_batch = union_numpy_dict(teacher_out.non_tensor_batch, columns)  # DataProto.union's
         return teacher_out, rate
 
     def _logits_statistic(self, batch: DataProto) -> torch.Tensor:
-        """The old policy's per-token entropy or self-certainty; caches the log-prob pass verl asks for next."""
+        """The old policy's per-token entropy or self-certainty; caches the log-prob pass verl asks for next.
+
+        This runs inside ``_balance_batch``, before fit() sets ``global_token_num`` (the worker reports ``mfu``
+        only with it), so it is set here from the balanced batch exactly as fit() then sets it.
+        """
+        batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
         if self.spec.logits_statistic == "entropy":
             old, mfu = super()._compute_old_log_prob(batch)
             self._old_log_prob = (old, mfu)
@@ -135,4 +145,4 @@ class CorewardingTrainer(RayPPOTrainer):
         old = DataProto.from_tensordict(
             tu.get_tensordict({"old_log_probs": padded["log_probs"], "entropys": padded["entropy"]})
         )
-        return old, tu.get(output, "metrics")["mfu"], certainty
+        return old, tu.get(output, "metrics").get("mfu", 0.0), certainty
