@@ -21,6 +21,7 @@ from tests.support.repo import clone_project, dvc_bin
 
 BIN = Path(sys.executable).parent
 CELL = "entropy__tiny__tiny"
+RESULTS_LINE = "results are in the DuckDB store"  # the run's last words on stdout
 SHORT = "schedule.total_steps=4"  # one checkpoint, one evaluation: the run is what is interrupted, not its length
 COMMAND = [str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--cell", CELL, SHORT, "--json"]
 
@@ -82,13 +83,15 @@ def test_sigint_and_sigterm_at_random_moments_stop_cleanly_and_the_next_run_fini
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
         took = time.monotonic() - sent
+        assert took < 10, (sig.name, delay, took, err[-2000:])
+        assert _servers_of(clone) == [], "a Prefect server outlived the run"
+        if RESULTS_LINE in out and proc.returncode in (0, -sig):
+            continue  # the run had finished; the signal met the interpreter on its way out: nothing to resume
         figures.append(
             {"signal": sig.name, "after_s": round(delay, 1), "exit_s": round(took, 2), "rc": proc.returncode}
         )
-        assert took < 10, (sig.name, delay, took, err[-2000:])
         assert proc.returncode == 128 + sig, (sig.name, delay, out[-1000:], err[-3000:])
         assert "to resume" in err.splitlines()[-1], err[-1000:]
-        assert _servers_of(clone) == [], "a Prefect server outlived the run"
         if (clone / ".prefect" / "prefect.db").is_file():
             assert _unfinished_runs(clone) == [], (sig.name, delay)
     (clone / "interrupt_figures.json").write_text(json.dumps(figures, indent=1))

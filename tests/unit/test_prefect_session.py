@@ -20,7 +20,13 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.settings import get_current_settings
 
-from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
+from corewarding.pipeline.prefect_session import (
+    Interrupted,
+    deferred_interrupts,
+    interruptible,
+    prefect_api,
+    resume_hint,
+)
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 STOP_BUDGET_S = 15  # crash report, log drain (5 s at most), server stop (5 s, then SIGKILL)
@@ -261,3 +267,17 @@ def test_a_swallowed_signal_still_ends_the_block_as_interrupted() -> None:
 def test_an_error_without_a_signal_passes_through_unchanged() -> None:
     with pytest.raises(ValueError, match="bad config"), interruptible():
         raise ValueError("bad config")
+
+
+def test_a_signal_during_deferred_cleanup_waits_for_the_cleanup_then_ends_the_block() -> None:
+    # CI: a SIGTERM landing in the drain of Prefect's log queue left its worker without the stop marker and the
+    # process hung in Prefect's exit hook; the cleanup now finishes first and the signal ends the block after it.
+    steps = []
+    with pytest.raises(Interrupted) as stopped, interruptible():
+        with deferred_interrupts():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler runs here and only records the signal
+            steps.append("cleanup finished")
+        steps.append("after the cleanup")  # never reached: the held-back signal is raised as the block ends
+    assert steps == ["cleanup finished"]
+    assert stopped.value.exit_code == 143

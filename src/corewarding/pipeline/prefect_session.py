@@ -67,13 +67,40 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
             try:
                 yield url
             finally:
-                try:  # an interrupt can land between a run's creation and its start
-                    _cancel_unfinished_runs()
-                except Exception as exc:  # never hide why the run is ending
-                    log.warning("could not cancel the runs left unfinished: %s", exc)
-                _drain_prefect_services()  # queued logs and events go out while the server still answers
+                with deferred_interrupts():  # cut half-way, Prefect's exit hook waits forever on a dead server
+                    try:  # an interrupt can land between a run's creation and its start
+                        _cancel_unfinished_runs()
+                    except Exception as exc:  # never hide why the run is ending
+                        log.warning("could not cancel the runs left unfinished: %s", exc)
+                    _drain_prefect_services()  # queued logs and events go out while the server still answers
     finally:
-        _stop(server)
+        with deferred_interrupts():
+            _stop(server)
+
+
+class _SignalGate:
+    """Shared by ``interruptible``'s handler and ``deferred_interrupts``: while ``deferring``, a signal is recorded
+    and raised only when the deferred block ends."""
+
+    deferring = False
+    pending: str | None = None
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Inside, a SIGINT or SIGTERM that ``interruptible`` catches is held back until the block ends, then raised
+    as the ``KeyboardInterrupt`` it would have been. For cleanup that must not stop half-way: a drain of Prefect's log
+    queue cut by a signal leaves its worker without the stop marker, and Prefect's exit hook then waits on it forever.
+    Every such block is bounded (timeouts inside), so a held-back signal waits seconds at most."""
+    outer = _SignalGate.deferring
+    _SignalGate.deferring = True
+    try:
+        yield
+    finally:
+        _SignalGate.deferring = outer
+    if not outer and _SignalGate.pending is not None:
+        name, _SignalGate.pending = _SignalGate.pending, None
+        raise KeyboardInterrupt(name)
 
 
 class Interrupted(Exception):
@@ -102,6 +129,9 @@ def interruptible() -> Iterator[None]:
 
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
         received.append(signal.Signals(signum).name)
+        if _SignalGate.deferring:
+            _SignalGate.pending = received[-1]
+            return
         raise KeyboardInterrupt(received[-1])
 
     previous = {sig: signal.signal(sig, raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -118,6 +148,7 @@ def interruptible() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _SignalGate.pending = None
     if received:  # the interruption was swallowed on the way (turned into a failed state): still an interruption
         raise Interrupted(received[0])
 
