@@ -4,6 +4,8 @@ CPU) becomes a Hugging Face folder through verl's own model merger, with the tra
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +89,25 @@ def test_merge_refuses_to_overwrite_and_names_missing_steps(run_dir: Path, capsy
     assert "no checkpoint for step 7; saved steps: [3]" in capsys.readouterr().err
     assert main(["checkpoint", "merge", str(run_dir / "nowhere")]) == 2
     assert "no verl actor checkpoint" in capsys.readouterr().err
+
+
+def test_merge_refuses_a_shard_that_would_run_code(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    crafted = tmp_path / "run"
+    shutil.copytree(run_dir / "checkpoints", crafted / "checkpoints")
+    shard = crafted / "checkpoints/global_step_3/actor/model_world_size_2_rank_1.pt"
+    marker = tmp_path / "code-ran"
+    torch.save({"model.embed_tokens.weight": torch.zeros(2), "x": _Crafted(marker)}, shard)
+    assert main(["checkpoint", "merge", str(crafted)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {shard}: refused: loading it needs posix.system"), err[-3:]
+    assert not marker.exists() and not (crafted / "hf").exists()
+
+
+class _Crafted:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (os.system, (f"touch {self.marker}",))

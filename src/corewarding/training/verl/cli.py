@@ -85,6 +85,7 @@ def snapshot(args: argparse.Namespace) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """Merge a run's verl checkpoint into a Hugging Face folder."""
+    from corewarding.training.errors import CheckpointError
     from corewarding.training.verl.merge import merge_checkpoint
 
     run = Path(args.run)
@@ -93,7 +94,7 @@ def merge(args: argparse.Namespace) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # verl's merger prints progress; stdout keeps our JSON line
             out = merge_checkpoint(run, args.step, Path(args.target) if args.target else None)
-    except (FileNotFoundError, FileExistsError) as exc:
+    except (FileNotFoundError, FileExistsError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"run_dir": str(run), "hf_dir": str(out)}))

@@ -44,10 +44,13 @@ def merge_checkpoint(run_dir: Path, step: int | None = None, target: Path | None
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
+    from corewarding.training.verl.checkpoint_guard import check_pickles  # torch: off evaluation's import path
+
     step, actor = actor_checkpoint(run_dir, step)
     out = target or run_dir / "hf" / f"global_step_{step}"
     if out.exists():
         raise FileExistsError(f"{out} exists; remove it or pass another --target")
+    check_pickles(sorted(actor.glob("model_world_size_*_rank_*.pt")))  # verl's merger unpickles them unrestricted
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     tmp.parent.mkdir(parents=True, exist_ok=True)
     config = ModelMergerConfig(

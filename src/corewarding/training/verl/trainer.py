@@ -31,6 +31,7 @@ from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_pad
 
 from corewarding import methods
 from corewarding.methods.co_rewarding_2 import ema_rate
+from corewarding.training.verl.checkpoint_guard import check_pickles, resume_folder
 from corewarding.training.verl.hook import ROW_KEY, manager_input, rm_scores_for
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.rewards import CorewardingRewardManager
@@ -58,6 +59,15 @@ class CorewardingTrainer(RayPPOTrainer):
         self._old_log_prob: tuple[DataProto, float] | None = None
 
     # ---- hooks into RayPPOTrainer.fit ----------------------------------------------------------------------
+
+    def _load_checkpoint(self) -> Any:
+        """verl's resume, after the driver's own pickle (``data.pt``) passed the restricted unpickler; each worker
+        checks its shards the same way before loading them."""
+        folder = resume_folder(self.config.trainer)
+        if folder is not None and (folder / "data.pt").is_file():
+            check_pickles([folder / "data.pt"])
+        return super()._load_checkpoint()
+
     def _get_gen_batch(self, batch: DataProto) -> DataProto:
         gen_batch = super()._get_gen_batch(batch)
         self._gen_batch = gen_batch  # the prompts, for the teacher's rollouts of this step

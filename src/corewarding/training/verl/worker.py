@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
+from corewarding.training.verl.checkpoint_guard import check_pickles, rank_shards
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
 from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
 
@@ -137,6 +139,7 @@ class CorewardingWorker(ActorRolloutRefWorker):
     def load_checkpoint(
         self, local_path: str, hdfs_path: str | None = None, del_local_after_load: bool = False
     ) -> None:
+        check_pickles(rank_shards(Path(local_path), torch.distributed.get_rank(), torch.distributed.get_world_size()))
         super().load_checkpoint(local_path, hdfs_path, del_local_after_load)
         if self._has_teacher():
             load_teacher_shards(self._engines()[1].engine.module, teacher_file(local_path, self.rank))
