@@ -78,9 +78,19 @@ def ingest(matrix: str, cell_id: str, overrides: list[str], db: Path) -> dict[st
 
 @task(name="record-dvc-stages", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
 def record_dvc_stages(
-    matrix: str, cell_ids: list[str], overrides: list[str], params_file: Path, trained: list[str], evaluated: list[str]
+    matrix: str,
+    cell_ids: list[str],
+    overrides: list[str],
+    params_file: Path,
+    trained: list[str],
+    evaluated: list[str],
+    skipped: dict[str, list[str]],
 ) -> list[str]:
-    return dvc.record_cells(Path.cwd(), params_file, _plans(matrix, cell_ids, overrides), trained, evaluated)
+    """Record the steps that ran now, and the skipped ones an interrupted run finished but never recorded."""
+    root = Path.cwd()
+    trained = trained + dvc.unrecorded(root, "train", skipped["train"])
+    evaluated = evaluated + dvc.unrecorded(root, "evaluate", skipped["evaluate"])
+    return dvc.record_cells(root, params_file, _plans(matrix, cell_ids, overrides), trained, evaluated)
 
 
 CELL_TASKS = {"train": train, "evaluate": evaluate, "publish": publish}
@@ -127,7 +137,8 @@ def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: Pipeli
     ids = [p.cell_id for p in plans]
     state = record_dvc_stages.with_options(**io_retries(settings))(
         settings.selection.matrix, ids, list(settings.overrides), settings.params_file,
-        report.ran("train"), report.ran("evaluate"), return_state=True,
+        report.ran("train"), report.ran("evaluate"),
+        {"train": report.skipped("train"), "evaluate": report.skipped("evaluate")}, return_state=True,
     )  # fmt: skip
     _, result, error = outcome(state)
     report.recorded, report.dvc_error = (result or []), error

@@ -113,6 +113,14 @@ def add_cells_to_params(
     return changed
 
 
+def unrecorded(root: Path, step: str, cell_ids: Iterable[str]) -> list[str]:
+    """The cells whose ``<step>@<cell>`` stage ``dvc.lock`` does not list: an earlier run did the step and was stopped
+    (Ctrl-C) before it recorded it; a later run that skips the finished step records it then."""
+    lock = _load_yaml(root / "dvc.lock")
+    stages = lock.get("stages") if isinstance(lock, dict) else None
+    return [c for c in cell_ids if f"{step}@{c}" not in (stages or {})]
+
+
 def record_cells(
     root: Path, params_file: Path, plans: Sequence[CellPlan], trained: Sequence[str], evaluated: Sequence[str]
 ) -> list[str]:

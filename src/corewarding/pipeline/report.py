@@ -55,6 +55,11 @@ class PipelineReport:
         """The cells whose ``step`` did its work in this run (not skipped): their DVC stages are recorded."""
         return [c.cell_id for c in self.cells if c.steps.get(step) == "done"]
 
+    def skipped(self, step: str) -> list[str]:
+        """The cells whose ``step`` was found done already (by an earlier run, which may have stopped before it
+        recorded the stage)."""
+        return [c.cell_id for c in self.cells if c.steps.get(step) == "skipped"]
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PipelineReport:
         """Inverse of ``to_dict`` (a flow run's return value)."""
