@@ -4,10 +4,7 @@ shards, numpy RNG state) pass; a crafted pickle is refused before it can run, an
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from corewarding.training.verl.checkpoint_guard import UnsafeCheckpointError, check_pickles, resume_folder
-from tests.support.net import free_port
+from tests.support.ranks import run_ranks
 
 RANK_SCRIPT = r"""
 import json, os, sys
@@ -70,23 +67,7 @@ os._exit(0)
 
 def test_real_verl_shards_pass_and_a_crafted_one_is_refused_before_it_runs(tmp_path: Path) -> None:
     actor, marker = tmp_path / "global_step_1" / "actor", tmp_path / "code-ran"
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
-    env["OMP_NUM_THREADS"] = "1"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-W", "ignore", "-c", RANK_SCRIPT, str(actor), str(marker)],
-            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=180)
-        assert proc.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = run_ranks(RANK_SCRIPT, str(actor), str(marker))
     for rank, result in enumerate(results):
         kinds = [f"{kind}_world_size_2_rank_{rank}.pt" for kind in ("model", "optim", "extra_state")]
         assert result["shards"] == kinds and result["checked"] == 3  # ShardedTensor shards and numpy RNG state pass

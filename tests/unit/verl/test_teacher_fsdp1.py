@@ -4,12 +4,7 @@ the next forward unless the EMA frees them (``free_gathered_fsdp1``)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
-from tests.support.net import free_port
+from tests.support.ranks import run_ranks
 
 RANK_SCRIPT = r"""
 import json, os, sys
@@ -52,26 +47,9 @@ os._exit(0)
 """
 
 
-def run_ranks(device: str) -> list[dict[str, float]]:
+def run_fsdp_ranks(device: str) -> list[dict[str, float]]:
     """The script on two ranks (FSDP1 turns FULL_SHARD into NO_SHARD on one rank, which hides the bug)."""
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
-    env["OMP_NUM_THREADS"] = "1"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-W", "ignore", "-c", RANK_SCRIPT, "0.5", device],
-            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+    return run_ranks(RANK_SCRIPT, "0.5", device, timeout=120)
 
 
 def check(results: list[dict[str, float]]) -> None:
@@ -82,4 +60,4 @@ def check(results: list[dict[str, float]]) -> None:
 
 
 def test_bf16_fsdp1_teacher_follows_the_ema_in_its_root_unit() -> None:
-    check(run_ranks("cpu"))
+    check(run_fsdp_ranks("cpu"))
