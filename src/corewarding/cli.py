@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corewarding.pipeline.dvc import DvcError
     from corewarding.pipeline.pool_checks import PoolError
     from corewarding.pipeline.store import StoreError
-    from corewarding.training.errors import CheckpointError, RunInUseError
+    from corewarding.training.errors import CheckpointError, RunInUseError, RunWriteError
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -226,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         DvcError,
         CheckpointError,
         RunInUseError,
+        RunWriteError,
         PoolError,
         StoreError,
     ) as exc:

@@ -16,6 +16,10 @@ class CheckpointSaveError(CheckpointError):
     """A checkpoint could not be written (a full disk, a file-size limit); its temporary files were removed."""
 
 
+class RunWriteError(RuntimeError):
+    """A run file could not be written (a full disk, a file-size limit); what it held before is kept."""
+
+
 class RunInUseError(RuntimeError):
     """Another process holds the run folder's lock (another trainer is writing it)."""
 

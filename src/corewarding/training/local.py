@@ -12,7 +12,9 @@ import hashlib
 import json
 import logging
 import math
+import os
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
-from corewarding.training.errors import TrainingInterrupted
+from corewarding.training.errors import RunWriteError, TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_base_model, load_training_rows
 from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
 from corewarding.training.rewards import score_step
@@ -312,8 +314,7 @@ class LocalTrainer:
         return float(np.mean(scores)) if scores else 0.0
 
     def _append_metrics(self, metrics: dict[str, Any]) -> None:
-        with (self.run_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
-            out.write(json.dumps(metrics) + "\n")
+        append_line(self.run_dir / METRICS_FILE, json.dumps(metrics))
 
     def run(self) -> RunResult:
         started = time.perf_counter()
@@ -341,6 +342,27 @@ class LocalTrainer:
                 self.saved_step = step
         lines = (self.run_dir / METRICS_FILE).read_text().splitlines()
         return RunResult(self.run_dir, self.total_steps, time.perf_counter() - started, [json.loads(x) for x in lines])
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line to ``path`` whole or not at all: a failed write (a full disk) cuts the file back to what it held
+    and raises RunWriteError naming the path, so no half line is left for a reader or a resume to trip on."""
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    size = os.fstat(fd).st_size
+    try:
+        written = 0
+        while written < len(data):  # a write near a size limit may take only part of the line
+            written += os.write(fd, data[written:])
+    except OSError as exc:
+        os.ftruncate(fd, size)
+        free = shutil.disk_usage(path.parent).free
+        raise RunWriteError(
+            f"cannot append to {path} ({exc.strerror or exc}): it needs {len(data)} bytes, {free / 1e6:.1f} MB "
+            f"free in {path.parent}; free space and run the same command to resume"
+        ) from exc
+    finally:
+        os.close(fd)
 
 
 def cell_of(cfg: DictConfig) -> Cell:
