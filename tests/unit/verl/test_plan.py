@@ -120,6 +120,11 @@ def test_kept_checkpoints_and_the_limits() -> None:
         plan_cell(cfg_of(*cell, "verl.gpu_memory_gb=0"))
     with pytest.raises(ConfigError, match=r"verl\.disk_gb='big': must be a number > 0 or null"):
         plan_cell(cfg_of(*cell, "verl.disk_gb=big"))
+    shapeless = cfg_of(*cell)
+    with open_dict(shapeless):
+        del shapeless.base_model["shape"]
+    with pytest.raises(KeyError, match=r"add base_model\.shape .* to configs/base_model/qwen3-8b-base\.yaml"):
+        plan_cell(shapeless)
 
 
 # 7B/8B cells with vLLM at 0.8 of the device: 12 bytes per parameter of resident actor state (fp32 weights + AdamW)

@@ -34,6 +34,7 @@ GB = 2**30
 OVERHEAD_GB = 2.0  # per device: CUDA context, NCCL buffers, allocator fragmentation (not modelled in detail)
 SELF_CERTAINTY_CHUNK_TOKENS = 1024  # corewarding.methods.logits_rewards.DEFAULT_CHUNK_TOKENS (a test keeps them equal)
 DEFAULT_CHECKPOINTS_TO_KEEP = 2
+DEFAULT_GPU_MEMORY_GB = 80
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
 VERL_REF_DTYPE = "fp32"  # verl 0.9.1's ref.fsdp_config.model_dtype default (methods without a teacher keep it)
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
@@ -91,7 +92,8 @@ def model_shape(cfg: DictConfig) -> ModelShape:
     tiny = cfg.base_model.get("tiny")
     if tiny is None:
         raise KeyError(
-            f"base_model {cfg.base_model.name!r} has no shape: (params_b, vocab_size, hidden_size, num_layers)"
+            f"base_model {cfg.base_model.name!r} has no shape: add base_model.shape (params_b, vocab_size, "
+            f"hidden_size, num_layers: the model's config.json) to configs/base_model/{cfg.base_model.name}.yaml"
         )
     h, layers, vocab = int(tiny.hidden_size), int(tiny.num_layers), int(tiny.vocab_size)
     # tiny_model: Qwen2, tied embeddings, MLP 4h, q/k/v biases, two norms per layer and a final one
@@ -115,7 +117,9 @@ def logits_gb(micro_batch: int, tokens: int, vocab: int) -> float:
 def gpu_phases(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> dict[str, float]:
     """Per-device GB of the rollout, log-prob and training phases (see the module docstring)."""
     v, g = cfg.verl, cfg.grpo
-    per_device = shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB  # GB per byte-per-parameter
+    per_device = (
+        shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
+    )  # GB that one byte per parameter takes on a device
     actor_offload = bool(v.actor_param_offload)
     ref_bytes = DTYPE_BYTES[ref_dtype] * per_device if ref_dtype else 0.0
     ref_offload = bool(v.ref_param_offload)
@@ -130,7 +134,7 @@ def gpu_phases(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> dic
     train_state = (MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES if actor_offload else GRAD_BYTES) * per_device
     activations = mb * tokens * shape.hidden_size * shape.num_layers * 2 / GB
     return {
-        "rollout": resident + float(v.gpu_memory_utilization) * float(v.get("gpu_memory_gb", 80)),
+        "rollout": resident + float(v.gpu_memory_utilization) * float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)),
         "log_prob": resident + loaded_for_pass + log_prob,
         "train": resident + train_state + 2 * logits_gb(mb, tokens, shape.vocab_size) + activations,
     }
@@ -168,7 +172,7 @@ def disk_gb(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> float 
 def check_limits(cfg: DictConfig) -> None:
     """``verl.gpu_memory_gb`` must be a positive number; ``host_memory_gb`` and ``disk_gb`` too, or null."""
     for key in ("gpu_memory_gb", "host_memory_gb", "disk_gb"):
-        value = cfg.verl.get(key, 80 if key == "gpu_memory_gb" else None)
+        value = cfg.verl.get(key, DEFAULT_GPU_MEMORY_GB if key == "gpu_memory_gb" else None)
         if value is None and key != "gpu_memory_gb":
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -179,10 +183,10 @@ def check_limits(cfg: DictConfig) -> None:
 def _problems(cfg: DictConfig, gpu: float, phase: str, host: float, disk: float | None) -> list[str]:
     v = cfg.verl
     out = []
-    if gpu > float(v.get("gpu_memory_gb", 80)):
+    if gpu > float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)):
         out.append(
             f"needs {gpu:.1f} GB of GPU memory per device (its {phase} phase), "
-            f"more than verl.gpu_memory_gb={v.get('gpu_memory_gb', 80)}"
+            f"more than verl.gpu_memory_gb={v.get('gpu_memory_gb', DEFAULT_GPU_MEMORY_GB)}"
         )
     if v.get("host_memory_gb") is not None and host > float(v.host_memory_gb):
         out.append(f"needs {host:.1f} GB of host memory per node, more than verl.host_memory_gb={v.host_memory_gb}")
