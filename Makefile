@@ -7,7 +7,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export WANDB_MODE := disabled
 
-.PHONY: install demo data test lint format clean snapshots chromium dashboard-bench eval-bench cli-bench
+.PHONY: install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,12 @@ data: $(STAMP)
 # two test processes, one torch thread each (tests and their subprocesses), so 2 cores are not oversubscribed
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist worksteal --durations=25
+
+# The GPU tests (verl steps per method with vLLM, CUDA training, vLLM evaluation); stops at the first failure.
+# On a machine without a visible CUDA device it fails at once instead of skipping every test (docs/gpu-plan.md).
+gpu-smoke: $(STAMP)
+	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'gpu-smoke: no CUDA device visible')"
+	$(BIN)/python -m pytest -m requires_gpu tests/gpu -x
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests dashboard benchmarks flows

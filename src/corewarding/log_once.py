@@ -42,4 +42,7 @@ def install() -> int:
             handler.addFilter(OnceFilter())
             added += 1
     warnings.simplefilter("once")  # e.g. huggingface_hub's UserWarnings, repeated per call otherwise
+    # Ray's notice that verl imports its state API from ray.experimental: nothing a user can act on, and it made a
+    # one-line refusal (e.g. the verl dry run's memory plan) three lines long.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
     return added

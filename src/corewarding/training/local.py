@@ -80,6 +80,9 @@ def training_config_hash(cfg: DictConfig) -> str:
     verl-only settings)."""
     ignored = ("paths", "torch_threads", "verl", "hub")
     relevant = {k: v for k, v in OmegaConf.to_container(cfg).items() if k not in ignored}
+    base = relevant.get("base_model")
+    if isinstance(base, dict):  # base_model.shape: the model's size for the verl plan, a fact and not a setting
+        relevant["base_model"] = {k: v for k, v in base.items() if k != "shape"}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -14,13 +14,25 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import compose_config
 from corewarding.matrix import parse_cell_id
+from corewarding.training.verl.plan import plan_cell, table
 
 
 def train(cfg: DictConfig, run_dir: str | None, dry_run: bool) -> int:
-    """Train (or with ``dry_run`` only validate) ``cfg``'s cell with verl; prints one JSON line."""
+    """Train (or with ``dry_run`` only validate) ``cfg``'s cell with verl; prints one JSON line.
+
+    The dry run also prints the cell's memory and disk estimate as a table row and refuses (exit 2, one line) a cell
+    that does not fit ``verl.gpu_memory_gb`` / ``host_memory_gb`` / ``disk_gb``.
+    """
     from corewarding.training.verl.launch import train_verl
 
     run = train_verl(cfg, Path(run_dir) if run_dir else None, dry_run=dry_run)
+    plan = None
+    if dry_run:
+        plan = plan_cell(cfg, str(run.verl_config.actor_rollout_ref.ref.fsdp_config.model_dtype))
+        print(table([plan]))
+        if not plan.fits:
+            print(f"error: {plan.cell_id} does not fit: {'; '.join(plan.problems)}", file=sys.stderr)
+            return 2
     summary = {
         "backend": "verl",
         "dry_run": dry_run,
@@ -31,6 +43,7 @@ def train(cfg: DictConfig, run_dir: str | None, dry_run: bool) -> int:
         "ray_address": run.verl_config.ray_kwargs.ray_init.get("address"),  # None: Ray's defaults
         "prompts_per_step": int(run.verl_config.data.train_batch_size),
         "checks": run.checks,
+        **({"plan": plan.as_dict()} if plan is not None else {}),
     }
     print(json.dumps(summary))
     return 0
