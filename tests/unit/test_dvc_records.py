@@ -139,3 +139,27 @@ def test_ctrl_c_of_our_process_while_dvc_writes_the_lock_lets_the_commit_finish(
     assert "KeyboardInterrupt" in out  # our process was interrupted ...
     assert _ok_md5(repo / "dvc.lock") == hashlib.md5(b"changed\n").hexdigest(), out[-2000:]  # ... its commit was not
     assert len(yaml.safe_load((repo / "dvc.lock").read_text())["stages"]) == 2001
+
+
+HOLDER = """
+import sys, zc.lockfile
+held = zc.lockfile.LockFile(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_lock_being_written_by_a_live_dvc_process_is_left_alone(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "dvc.lock").write_text("")  # mid-write by a dvc that outlived a killed run: it holds the repo lock
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(repo / ".dvc/tmp/lock")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(dvc.DvcLockError, match="Unable to acquire lock"):
+            dvc.run_dvc(repo, "status")
+        assert (repo / "dvc.lock").read_bytes() == b"" and not list(repo.glob("dvc.lock.corrupt-*"))
+    finally:
+        holder.communicate("", timeout=30)
+    dvc.run_dvc(repo, "status")  # the writer is gone: a lock still broken now is set aside
+    assert len(list(repo.glob("dvc.lock.corrupt-*"))) == 1

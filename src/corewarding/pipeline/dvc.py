@@ -60,8 +60,7 @@ def run_dvc(root: Path, *args: str, timeout: float | None = None) -> str:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = [dvc_executable(), *args]
     what = f"`dvc {' '.join(args)}`"
-    dvc_lock.set_aside_if_broken(root)
-    before = dvc_lock.back_up(root)
+    before = _check_and_back_up(root, what)
     # Output to a file, not a pipe: a child that outlives us (we were killed) must not die writing to a closed pipe.
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -75,6 +74,16 @@ def run_dvc(root: Path, *args: str, timeout: float | None = None) -> str:
         error = DvcLockError if "Unable to acquire lock" in output else DvcError
         raise error(f"{what} in {root} failed (exit {returncode}):\n{output[-4000:]}")
     return output
+
+
+def _check_and_back_up(root: Path, what: str) -> bytes | None:
+    """Set a broken ``dvc.lock`` aside and keep a copy of it (``dvc_lock``), under DVC's repository lock."""
+    try:
+        with dvc_lock.repo_lock(root):
+            dvc_lock.set_aside_if_broken(root)
+            return dvc_lock.back_up(root)
+    except dvc_lock.RepoBusy as busy:
+        raise DvcLockError(f"{what} in {root}: {busy}") from None
 
 
 def _wait(proc: subprocess.Popen[bytes], what: str, timeout: float | None) -> int:
@@ -178,7 +187,7 @@ def add_cells_to_params(
 def unrecorded(root: Path, step: str, cell_ids: Iterable[str]) -> list[str]:
     """The cells whose ``<step>@<cell>`` stage ``dvc.lock`` does not list: an earlier run did the step and was stopped
     (Ctrl-C) before it recorded it; a later run that skips the finished step records it then."""
-    dvc_lock.set_aside_if_broken(root)
+    _check_and_back_up(root, "reading dvc.lock")
     lock = _load_yaml(root / dvc_lock.LOCK)
     stages = lock.get("stages") if isinstance(lock, dict) else None
     return [c for c in cell_ids if f"{step}@{c}" not in (stages or {})]

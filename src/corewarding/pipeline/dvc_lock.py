@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from corewarding.data.io import atomic_path
@@ -19,6 +21,37 @@ log = logging.getLogger(__name__)
 
 LOCK = "dvc.lock"
 BACKUP = Path(".dvc/tmp/corewarding-dvc.lock.backup")  # .dvc/tmp is DVC's own git-ignored scratch folder
+REPO_LOCK = Path(".dvc/tmp/lock")  # the lock every dvc command takes (zc.lockfile)
+BUSY_WAIT_S = 3.0  # as long as dvc itself waits for it
+
+
+class RepoBusy(RuntimeError):
+    """Another dvc process holds the repository lock."""
+
+
+@contextmanager
+def repo_lock(root: Path) -> Iterator[None]:
+    """Hold DVC's repository lock inside, so a dvc process still writing ``dvc.lock`` (one that outlived a killed
+    run) is never taken for a broken file; raise RepoBusy if it stays held for ``BUSY_WAIT_S``."""
+    import zc.lockfile  # a dependency of dvc, the library dvc itself locks with
+
+    path = root / REPO_LOCK
+    if not path.parent.is_dir():  # not a DVC repository (yet): nothing to guard
+        yield
+        return
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        try:
+            held = zc.lockfile.LockFile(str(path))
+            break
+        except zc.lockfile.LockError:
+            if time.monotonic() > deadline:
+                raise RepoBusy("another dvc process holds the repository lock (Unable to acquire lock)") from None
+            time.sleep(0.2)
+    try:
+        yield
+    finally:
+        held.close()
 
 
 def lock_problem(path: Path) -> str | None:
