@@ -18,9 +18,11 @@ import psutil
 import pytest
 import yaml
 
+import corewarding
 from corewarding.pipeline import dvc
 
 REPO = Path(__file__).resolve().parents[2]
+SRC = Path(corewarding.__file__).resolve().parents[1]  # the drivers below import the code under test
 STAGES = "stages:\n  ok:\n    cmd: echo made > made.txt\n    outs: [made.txt]\n"
 
 
@@ -127,7 +129,7 @@ def test_ctrl_c_of_our_process_while_dvc_writes_the_lock_lets_the_commit_finish(
     repo = _repo(tmp_path)
     _big_lock(repo)
     (repo / "made.txt").write_text("changed\n")
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO}"}
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{REPO}"}
     # Its own process group, as a terminal's foreground job: the Ctrl-C below goes to every process in it.
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(repo)], env=env, start_new_session=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -163,3 +165,35 @@ def test_a_lock_being_written_by_a_live_dvc_process_is_left_alone(tmp_path: Path
         holder.communicate("", timeout=30)
     dvc.run_dvc(repo, "status")  # the writer is gone: a lock still broken now is set aside
     assert len(list(repo.glob("dvc.lock.corrupt-*"))) == 1
+
+
+STAGE_DRIVER = """
+import sys
+from pathlib import Path
+from corewarding.pipeline.dvc import run_dvc
+from corewarding.pipeline.prefect_session import interruptible
+with interruptible():  # as `pipeline run`: SIGTERM unwinds like Ctrl-C, in this process only
+    run_dvc(Path(sys.argv[1]), "repro", "slow")
+"""
+
+
+def test_a_sigterm_during_a_stage_stops_the_stage_and_dvc_ends_cleanly(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    with (repo / "dvc.yaml").open("a") as handle:
+        handle.write("  slow:\n    cmd: sleep 30 && echo late > late.txt\n    outs: [late.txt]\n")
+    before = (repo / "dvc.lock").read_bytes()
+    env = {**os.environ, "PYTHONPATH": f"{SRC}:{REPO}"}
+    driver = subprocess.Popen([sys.executable, "-c", STAGE_DRIVER, str(repo)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not any("sleep" in p.name() for p in psutil.Process(driver.pid).children(recursive=True)):
+        assert time.monotonic() < deadline and driver.poll() is None
+        time.sleep(0.05)
+    sent = time.monotonic()
+    driver.send_signal(signal.SIGTERM)  # to our process only: the dvc child and its stage hear of it from us
+    out, _ = driver.communicate(timeout=30)
+    assert time.monotonic() - sent < 5, out[-2000:]
+    assert "Interrupted: interrupted by SIGTERM" in out
+    left = [p for p in psutil.process_iter(["cwd", "name"]) if p.info["cwd"] == str(repo)]
+    assert left == [], left  # the stage command did not outlive the run (it would write late.txt later)
+    assert (repo / "dvc.lock").read_bytes() == before

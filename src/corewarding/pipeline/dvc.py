@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -100,23 +101,26 @@ def _wait(proc: subprocess.Popen[bytes], what: str, timeout: float | None) -> in
 
 
 def _stop_on_interrupt(proc: subprocess.Popen[bytes], what: str) -> None:
-    """Stop a dvc child the way that keeps its records whole: a stage command it runs gets SIGINT (DVC ignores SIGINT
-    meanwhile, sees the stage fail and exits cleanly); DVC's own work (hashing, writing dvc.lock, a commit) is left to
-    finish. Whatever is still running after ``INTERRUPT_GRACE_S`` is killed (``keep_whole`` then restores the lock)."""
+    """Stop a dvc child the way that keeps its records whole: each stage command it runs (or starts meanwhile) gets
+    SIGINT (DVC ignores SIGINT then, sees the stage fail and exits cleanly); DVC's own work (hashing, writing dvc.lock,
+    a commit) is left to finish. Still running after ``INTERRUPT_GRACE_S``, it is killed (``keep_whole`` then
+    restores the lock)."""
     import psutil  # a dependency of dvc
 
-    try:
-        stages = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        stages = []
-    for child in stages:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.send_signal(signal.SIGINT)
-    log.info("interrupted: waiting up to %.0f s for %s to finish", INTERRUPT_GRACE_S, what)
-    try:
-        proc.wait(timeout=INTERRUPT_GRACE_S)
-    except subprocess.TimeoutExpired:
-        log.warning("%s did not finish in %.0f s; killing it", what, INTERRUPT_GRACE_S)
+    log.info("interrupted: waiting up to %.0f s for %s to stop", INTERRUPT_GRACE_S, what)
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    signalled: set[int] = set()
+    while proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            for stage in psutil.Process(proc.pid).children(recursive=True):
+                if stage.pid not in signalled:
+                    signalled.add(stage.pid)
+                    with contextlib.suppress(psutil.Error):
+                        stage.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)
+    if proc.poll() is None:
+        log.warning("%s did not stop in %.0f s; killing it", what, INTERRUPT_GRACE_S)
         _kill(proc)
 
 
