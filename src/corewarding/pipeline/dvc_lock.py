@@ -131,9 +131,12 @@ def restore(root: Path, before: bytes | None, why: str) -> None:
 
 def keep_whole(root: Path, before: bytes | None, returncode: int | None, what: str) -> None:
     """After a dvc call: if it was killed (by a signal: it may have been writing the lock) or left the lock broken,
-    restore the lock of before the call. Stages that call recorded are recorded again when they next run."""
+    restore the lock of before the call. Stages that call recorded are recorded again when they next run. A call
+    still running (``returncode`` None: left to finish) owns the lock: it is not touched."""
     lock = root / LOCK
-    if returncode is not None and returncode < 0:
+    if returncode is None:
+        return
+    if returncode < 0:
         current = lock.read_bytes() if lock.is_file() else None
         if current != before:
             restore(root, before, f"{what} (killed by signal {-returncode})")
