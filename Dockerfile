@@ -51,6 +51,7 @@ COPY configs ./configs
 COPY flows ./flows
 COPY dashboard ./dashboard
 COPY dvc.yaml params.yaml .dvcignore ./
+COPY scripts/cw ./scripts/  # the stages' command: no .venv here, so it runs the corewarding on PATH
 COPY .dvc/config .dvc/.gitignore ./.dvc/
 RUN pip install -e ".[gpu]" && pip check && dvc config --local core.no_scm true  # no .git in the image
 

@@ -22,8 +22,12 @@ class SourceError(ValueError):
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path``, on failure it is removed."""
+def atomic_path(path: Path, durable: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path``, on failure it is removed.
+
+    ``durable``: the new content and the rename are flushed to disk (fsync) before returning, for small records
+    that must survive a power cut or a kill right after (dvc.lock, params.yaml).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -34,9 +38,22 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield tmp
         tmp.chmod(0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open() would
+        if durable:
+            _fsync(tmp)
         os.replace(tmp, path)
+        if durable:
+            _fsync(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a folder's: its entries) content to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path) -> None:

@@ -7,18 +7,27 @@ its two stages, so ``dvc status`` then reports them up to date and ``dvc repro``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from corewarding.data.io import atomic_path
+from corewarding.pipeline import dvc_lock
 from corewarding.pipeline.cells import CellPlan, dvc_entry
+from corewarding.pipeline.prefect_session import deferred_interrupts
 
 log = logging.getLogger(__name__)
+
+INTERRUPT_GRACE_S = 5.0  # how long an interrupted run waits for its dvc child (a commit takes 1-2 s)
 
 
 class DvcError(RuntimeError):
@@ -43,15 +52,83 @@ def is_dvc_repo(root: Path) -> bool:
 
 
 def run_dvc(root: Path, *args: str, timeout: float | None = None) -> str:
-    """Run ``dvc ARGS`` in ``root`` with the venv's executables on PATH; raise DvcError with its output on failure."""
+    """Run ``dvc ARGS`` in ``root`` with the venv's executables on PATH; raise DvcError with its output on failure.
+
+    ``dvc.lock`` stays whole whatever stops us (``dvc_lock``): a broken one is set aside first, a copy is kept, and
+    the child runs in its own session, so the terminal's Ctrl-C does not cut it while it writes the lock; our own
+    interrupt stops it the clean way (``_stop_on_interrupt``), and a kill brings the copy back.
+    """
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = [dvc_executable(), *args]
-    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
-    output = done.stdout + done.stderr
-    if done.returncode != 0:
+    what = f"`dvc {' '.join(args)}`"
+    before = _check_and_back_up(root, what)
+    # Output to a file, not a pipe: a child that outlives us (we were killed) must not die writing to a closed pipe.
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = _wait(proc, what, timeout)
+        finally:
+            dvc_lock.keep_whole(root, before, proc.poll(), what)
+        out.seek(0)
+        output = out.read()
+    if returncode != 0:
         error = DvcLockError if "Unable to acquire lock" in output else DvcError
-        raise error(f"`dvc {' '.join(args)}` in {root} failed (exit {done.returncode}):\n{output[-4000:]}")
+        raise error(f"{what} in {root} failed (exit {returncode}):\n{output[-4000:]}")
     return output
+
+
+def _check_and_back_up(root: Path, what: str) -> bytes | None:
+    """Set a broken ``dvc.lock`` aside and keep a copy of it (``dvc_lock``), under DVC's repository lock."""
+    try:
+        with dvc_lock.repo_lock(root):
+            dvc_lock.set_aside_if_broken(root)
+            return dvc_lock.back_up(root)
+    except dvc_lock.RepoBusy as busy:
+        raise DvcLockError(f"{what} in {root}: {busy}") from None
+
+
+def _wait(proc: subprocess.Popen[bytes], what: str, timeout: float | None) -> int:
+    """The dvc child's exit status; on a timeout or our interrupt it is stopped first."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise DvcError(f"{what} did not finish in {timeout} s; stopped it") from None
+    except BaseException:  # KeyboardInterrupt: Ctrl-C, or SIGTERM under prefect_session.interruptible
+        with deferred_interrupts():  # a second Ctrl-C must not cut this short
+            _stop_on_interrupt(proc, what)
+        raise
+
+
+def _stop_on_interrupt(proc: subprocess.Popen[bytes], what: str) -> None:
+    """Stop a dvc child the way that keeps its records whole: each stage command it runs (or starts meanwhile) gets
+    SIGINT (DVC ignores SIGINT then, sees the stage fail and exits cleanly); DVC's own work (hashing, writing dvc.lock,
+    a commit) is left to finish. Still running after ``INTERRUPT_GRACE_S``, it is killed (``keep_whole`` then
+    restores the lock)."""
+    import psutil  # a dependency of dvc
+
+    log.info("interrupted: waiting up to %.0f s for %s to stop", INTERRUPT_GRACE_S, what)
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    signalled: set[int] = set()
+    while proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            for stage in psutil.Process(proc.pid).children(recursive=True):
+                if stage.pid not in signalled:
+                    signalled.add(stage.pid)
+                    with contextlib.suppress(psutil.Error):
+                        stage.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)
+    if proc.poll() is None:
+        log.warning("%s did not stop in %.0f s; killing it", what, INTERRUPT_GRACE_S)
+        _kill(proc)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the dvc child and its stage commands (its process group), and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def repro_stages(root: Path, stages: Sequence[str]) -> str:
@@ -105,10 +182,8 @@ def add_cells_to_params(
             cells[plan.cell_id] = entry
             changed = True
     if changed:
-        tmp = params_file.with_name(f".{params_file.name}.tmp")
-        with tmp.open("w") as handle:
+        with atomic_path(params_file, durable=True) as tmp, tmp.open("w") as handle:  # whole or not at all
             YAML().dump(data, handle)
-        tmp.replace(params_file)
         log.info("%s: listed %d cell(s) for dvc", params_file, len(plans))
     return changed
 
@@ -116,7 +191,8 @@ def add_cells_to_params(
 def unrecorded(root: Path, step: str, cell_ids: Iterable[str]) -> list[str]:
     """The cells whose ``<step>@<cell>`` stage ``dvc.lock`` does not list: an earlier run did the step and was stopped
     (Ctrl-C) before it recorded it; a later run that skips the finished step records it then."""
-    lock = _load_yaml(root / "dvc.lock")
+    _check_and_back_up(root, "reading dvc.lock")
+    lock = _load_yaml(root / dvc_lock.LOCK)
     stages = lock.get("stages") if isinstance(lock, dict) else None
     return [c for c in cell_ids if f"{step}@{c}" not in (stages or {})]
 
