@@ -126,7 +126,8 @@ def _file_lock(path: Path, timeout: float) -> Iterator[None]:
         _acquire(fd, lock_path, timeout)
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()}: {shlex.join(sys.orig_argv)[:500]}\n".encode(errors="replace"), 0)
+            command = shlex.join(sys.orig_argv).replace("\n", "\\n")[:500]  # one line: a -c script has several
+            os.pwrite(fd, f"pid {os.getpid()}: {command}\n".encode(errors="replace"), 0)
             yield
         finally:
             os.ftruncate(fd, 0)
