@@ -281,8 +281,10 @@ def ensure_reference(con: duckdb.DuckDBPyConnection, summary: IngestSummary | No
     _transaction(con, body)
 
 
-class StoreFullError(OSError):
-    """The disk (or the file size limit) ran out while the store was written; the store keeps its previous rows."""
+class StoreFullError(RuntimeError):
+    """The disk (or the file size limit) ran out while the store was written; the store keeps its previous rows.
+
+    Not an OSError: the pipeline retries those (is_transient), and a full disk does not clear by itself."""
 
 
 _FULL = ("no space left on device", "file too large", "disk quota exceeded")  # ENOSPC, EFBIG, EDQUOT
