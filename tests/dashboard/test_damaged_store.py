@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.support.damaged_store import damage, full_scan
+from tests.support.damaged_store import damage, data_block, full_scan
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 PAGES = [None, "views/paper.py", "views/curves.py", "views/samples.py", "views/data.py"]
@@ -28,7 +28,7 @@ def shows_one_error(db: Path, page: str | None, *needles: str) -> None:
 
 
 def test_a_damaged_block_is_one_error(hand_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    damage(hand_store, "training_metrics")
+    damage(hand_store, data_block(hand_store, "training_metrics"))
     with pytest.raises(duckdb.Error, match="Corrupt database file"):
         full_scan(hand_store)
     monkeypatch.setenv("COREWARDING_RESULTS_DB", str(hand_store))

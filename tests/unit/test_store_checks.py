@@ -17,7 +17,7 @@ from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
 from corewarding.results.ingest import ingest
 from corewarding.results.runs import find_run_dirs
-from tests.support.damaged_store import damage, full_scan
+from tests.support.damaged_store import damage, data_block, full_scan, index_blocks
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
@@ -55,7 +55,7 @@ def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], *needles: s
 
 def test_a_damaged_block_stops_ingest_and_report(stored: tuple[Path, Path]) -> None:
     db, run = stored
-    damage(db, "training_metrics")
+    damage(db, data_block(db, "training_metrics"))
     with pytest.raises(duckdb.Error, match="Corrupt database file"):  # the store really is damaged
         full_scan(db)
     before = digest(db)
@@ -66,6 +66,20 @@ def test_a_damaged_block_stops_ingest_and_report(stored: tuple[Path, Path]) -> N
     assert_one_line_exit_2(reported, f"{db}: the results store is damaged (table training_metrics")
     assert digest(db) == before and not out.exists()
     assert not db.with_name(db.name + ".wal").exists()
+
+
+def test_a_damaged_index_block_stops_ingest(stored: tuple[Path, Path]) -> None:
+    """Reads do not touch a primary-key index; the writer looks each one up before it writes."""
+    db, run = stored
+    blocks = index_blocks(db)
+    assert blocks
+    for block in blocks:
+        damage(db, block)
+    full_scan(db)  # every column reads back: only a write would have found the damage, half-way
+    before = digest(db)
+    ingested = cli("results", "ingest", "--db", str(db), "--run-dir", str(run))
+    assert_one_line_exit_2(ingested, f"{db}: the results store is damaged (table ", "Corrupt database file")
+    assert digest(db) == before
 
 
 def test_a_file_that_is_not_duckdb_stops_ingest_and_report(stored: tuple[Path, Path]) -> None:
