@@ -72,8 +72,9 @@ def _open(path: Path, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnect
             return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.Error as exc:
             if not (isinstance(exc, duckdb.IOException) and _is_lock_conflict(exc)):
+                advice = "check its permissions" if "permission denied" in str(exc).lower() else REPAIR
                 raise StoreDamagedError(
-                    f"{path}: cannot be read as a results store ({first_line(exc)}); {REPAIR}"
+                    f"{path}: cannot be read as a results store ({first_line(exc)}); {advice}"
                 ) from exc
             waited = time.monotonic() - start
             if waited > timeout:
