@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.results.schema import SchemaError
-from corewarding.results.store import StoreBusyError, default_db, reader
+from corewarding.results.store import StoreBusyError, StoreDamagedError, default_db, reader
 from dashboard import queries
 
 
@@ -84,8 +84,9 @@ def require_store() -> None:
         )
         st.stop()
     try:
+        query("verify_store")  # every block read once per version of the store file (the result is cached)
         synthetic = query("synthetic_runs")
-    except (SchemaError, StoreBusyError) as exc:
+    except (SchemaError, StoreBusyError, StoreDamagedError) as exc:
         st.error(str(exc))
         st.stop()
     if synthetic:

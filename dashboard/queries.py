@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from corewarding.results import read
+from corewarding.results import read, store
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -24,6 +25,13 @@ TABLES = ("runs", "training_metrics", "eval_metrics", "eval_samples", "quality_r
 
 def _df(con: Con, sql: str, params: Sequence[object] | dict[str, object] = ()) -> pd.DataFrame:
     return con.execute(sql, params if isinstance(params, dict) else list(params)).fetchdf()
+
+
+def verify_store(con: Con) -> bool:
+    """DuckDB's checks over every table (see ``store.verify``); a damaged store raises StoreDamagedError."""
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    store.verify(con, Path(row[0]) if row and row[0] else Path("the results store"))
+    return True
 
 
 def overview(con: Con) -> pd.DataFrame:

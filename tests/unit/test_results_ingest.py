@@ -40,7 +40,7 @@ def write_run(run_dir: Path, lines: list[str], record: dict[str, object] | None 
 
 LINES = [
     '{"step": 0, "val_accuracy": 0.25}\n',
-    '{"step": 1, "reward_mean": 0.5, "label_accuracy": 0.4, "ema_rate": null, "grad_norm": Infinity}\n',
+    '{"step": 1, "reward_mean": 0.5, "label_accuracy": 0.4, "ema_rate": null, "grad_norm": 12.5}\n',
     '{"step": 2, "reward_mean": 0.75, "label_accuracy": 0.3, "val_accuracy": 0.5}\n',
 ]
 
@@ -57,7 +57,7 @@ def test_a_run_folder_becomes_exact_rows(tmp_path: Path) -> None:
     assert summary.rows["training_metrics"] == 7  # nulls are not values; step is the key, not a metric
     got = rows(db, "SELECT metric, step, value FROM training_metrics ORDER BY metric, step")
     assert got == [
-        ("grad_norm", 1, float("inf")),
+        ("grad_norm", 1, 12.5),
         ("label_accuracy", 1, 0.4),
         ("label_accuracy", 2, 0.3),
         ("reward_mean", 1, 0.5),

@@ -25,18 +25,20 @@ def _fail(message: object) -> int:
 
 def _ingest(args: argparse.Namespace) -> int:
     from corewarding.results.evaluation import EvalFileError
-    from corewarding.results.ingest import ingest
+    from corewarding.results.ingest import StoreFullError, ingest
     from corewarding.results.quality import QualityReportError
     from corewarding.results.runs import RunFolderError
     from corewarding.results.schema import SchemaError
-    from corewarding.results.store import StoreBusyError
+    from corewarding.results.store import StoreBusyError, StoreDamagedError
+
+    errors = (RunFolderError, QualityReportError, EvalFileError, SchemaError, StoreBusyError, StoreDamagedError)
 
     named = bool(args.runs or args.run_dir or args.data_dir)  # with no source named: runs/ and data/ when they exist
     roots = [Path(p) for p in args.runs or ([] if named else [p for p in [Path("runs")] if p.is_dir()])]
     data = [Path(p) for p in args.data_dir or ([] if named else [p for p in [Path("data")] if p.is_dir()])]
     try:
-        summary = ingest(_db(args), roots, [Path(p) for p in args.run_dir], data, timeout=args.timeout)
-    except (RunFolderError, QualityReportError, EvalFileError, SchemaError, StoreBusyError) as exc:
+        summary = ingest(_db(args), roots, [Path(p) for p in args.run_dir], data, timeout=args.lock_timeout)
+    except (*errors, StoreFullError) as exc:
         return _fail(exc)
     print(json.dumps({"db": str(_db(args)), **summary.to_dict()}))
     return 0
@@ -44,7 +46,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     from corewarding.results.schema import SchemaError
-    from corewarding.results.store import reader
+    from corewarding.results.store import StoreDamagedError, reader
 
     try:
         with reader(_db(args)) as con:
@@ -53,7 +55,7 @@ def _info(args: argparse.Namespace) -> int:
                 r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()
             ]
             counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}  # type: ignore[index]
-    except SchemaError as exc:
+    except (SchemaError, StoreDamagedError) as exc:
         return _fail(exc)
     print(json.dumps({"db": str(_db(args)), "schema_version": version[0] if version else None, "rows": counts}))
     return 0
@@ -76,13 +78,13 @@ def _report(args: argparse.Namespace) -> int:
     from corewarding.data.io import atomic_path
     from corewarding.results.report import ReportError, build_report
     from corewarding.results.schema import SchemaError
-    from corewarding.results.store import StoreBusyError
+    from corewarding.results.store import StoreBusyError, StoreDamagedError
 
     db = _db(args)
     out = Path(args.out) if args.out else Path("results") / f"report-{args.matrix}.html"
     try:
         text = build_report(db, args.matrix, args.checker, args.policy)
-    except (FileNotFoundError, ReportError, SchemaError, StoreBusyError) as exc:
+    except (FileNotFoundError, ReportError, SchemaError, StoreBusyError, StoreDamagedError) as exc:
         return _fail(exc)
     except duckdb.Error as exc:  # e.g. a file that is not a DuckDB database
         return _fail(f"{db}: cannot be read as a results store: {exc}")
@@ -142,7 +144,14 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action="append",
         help="where *.quality.json reports live, searched recursively (repeatable)",
     )
-    ingest.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for another writer")
+    ingest.add_argument(
+        "--lock-timeout",
+        "--timeout",
+        dest="lock_timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for another writer's lock before giving up (default: 300)",
+    )
     ingest.set_defaults(func=_ingest)
     info = results.add_parser("info", help="schema version and row counts of the store")
     info.add_argument("--db", default=None, help=DB_HELP)

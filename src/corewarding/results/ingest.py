@@ -2,15 +2,18 @@
 
 Each source file (a run's metrics.jsonl, eval/metrics.parquet, eval/samples.parquet; a quality report; the
 reference CSV) has an owner (run id, report id, ``paper``). A file whose size and mtime, or else SHA-256, match the
-ledger is skipped; a changed one replaces all of its owner's rows of that kind in one transaction. So ingesting twice
-adds nothing, a grown file replaces its rows, and a failure leaves the previous rows in place. Writers hold the
-store's file lock for their whole session (see store.py), so parallel ingests queue and never interleave.
+ledger is skipped; a changed one replaces all of its owner's rows of that kind. One ingest is one transaction. So
+ingesting twice adds nothing, a grown file replaces its rows, and a failure (a bad file, a full disk) leaves the store
+as it was. Writers hold the store's file lock for their whole session (see store.py), so parallel ingests queue and
+never interleave.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,7 +23,7 @@ import duckdb
 import pandas as pd
 
 from corewarding.results import evaluation, quality, reference, runs
-from corewarding.results.store import writer
+from corewarding.results.store import default_db, first_line, writer
 from corewarding.training.run_record import file_sha256
 
 log = logging.getLogger(__name__)
@@ -77,15 +80,24 @@ def _record_source(con: duckdb.DuckDBPyConnection, owner: str, kind: str, path: 
     )
 
 
+_IN_TRANSACTION: set[int] = set()  # ids of the connections inside a _transaction body
+
+
 def _transaction(con: duckdb.DuckDBPyConnection, body: Callable[[], T]) -> T:
-    """Run ``body`` in one transaction: all of its writes or none."""
+    """Run ``body`` in one transaction: all of its writes or none. Nested, it is part of the enclosing one."""
+    if id(con) in _IN_TRANSACTION:
+        return body()
     con.begin()
+    _IN_TRANSACTION.add(id(con))
     try:
         result = body()
         con.commit()
     except BaseException:
-        con.rollback()
+        with suppress(duckdb.Error):  # a failed commit leaves no transaction to roll back: keep the first error
+            con.rollback()
         raise
+    finally:
+        _IN_TRANSACTION.discard(id(con))
     return result
 
 
@@ -269,6 +281,51 @@ def ensure_reference(con: duckdb.DuckDBPyConnection, summary: IngestSummary | No
     _transaction(con, body)
 
 
+class StoreFullError(RuntimeError):
+    """The disk (or the file size limit) ran out while the store was written; the store keeps its previous rows.
+
+    Not an OSError: the pipeline retries those (is_transient), and a full disk does not clear by itself."""
+
+
+_FULL = ("no space left on device", "file too large", "disk quota exceeded")  # ENOSPC, EFBIG, EDQUOT
+
+
+def _disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc`` or an exception it was raised during says the disk is full."""
+    while exc is not None:
+        if any(text in str(exc).lower() for text in _FULL):
+            return True
+        exc = exc.__context__
+    return False
+
+
+def _source_bytes(infos: Sequence[runs.RunInfo], reports: Sequence[Path]) -> int:
+    """The size of every file an ingest of these runs and reports reads."""
+    files = [info.run_dir / name for info in infos for name, _ in RUN_SOURCES.values()]
+    files += [*reports, reference.REFERENCE_CSV]
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+# Disk an ingest needs per byte it reads: DuckDB logs the rows uncompressed (the WAL), then checkpoints them into the
+# store. Measured on synthetic runs (parquet samples, JSONL metrics): WAL 4.8x + store growth 1.6x of the sources.
+SPACE_FACTOR = 8
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _ingest_all(
+    con: duckdb.DuckDBPyConnection, infos: Sequence[runs.RunInfo], reports: Sequence[Path]
+) -> IngestSummary:
+    summary = IngestSummary()
+    ensure_reference(con, summary)
+    for info in unique_runs(con, infos, summary):
+        ingest_run(con, info.run_dir, summary, info)
+    ingest_reports(con, reports, summary)
+    return summary
+
+
 def ingest(
     db: str | Path | None = None,
     runs_roots: Sequence[Path] = (),
@@ -276,7 +333,8 @@ def ingest(
     data_dirs: Sequence[Path] = (),
     timeout: float = 300.0,
 ) -> IngestSummary:
-    """Ingest the run folders under ``runs_roots`` plus ``run_dirs``, and the quality reports under ``data_dirs``."""
+    """Ingest the run folders under ``runs_roots`` plus ``run_dirs``, and the quality reports under ``data_dirs``,
+    in one transaction: a failure (a bad file, a full disk) leaves the store as it was."""
     folders = sorted(
         {p.resolve() for root in runs_roots for p in runs.find_run_dirs(root)} | {p.resolve() for p in run_dirs}
     )
@@ -285,12 +343,20 @@ def ingest(
             raise FileNotFoundError(f"{folder}: not a run folder (needs config.yaml and metrics.jsonl)")
     reports = [p for d in data_dirs for p in quality.find_reports(d)]
     infos = [runs.read_run_info(folder) for folder in folders]  # every folder read before any write
-    summary = IngestSummary()
-    with writer(db, timeout=timeout) as con:
-        ensure_reference(con, summary)
-        for info in unique_runs(con, infos, summary):
-            ingest_run(con, info.run_dir, summary, info)
-        ingest_reports(con, reports, summary)
+    path = Path(db) if db is not None else default_db()
+    try:
+        with writer(path, timeout=timeout) as con:
+            summary = _transaction(con, partial(_ingest_all, con, infos, reports))
+    except (duckdb.Error, OSError) as exc:
+        if not _disk_full(exc):
+            raise
+        needed = SPACE_FACTOR * _source_bytes(infos, reports)
+        free = shutil.disk_usage(path.parent).free
+        raise StoreFullError(
+            f"{path}: out of disk space while writing the results store ({first_line(exc)}); {_mib(free)} free in "
+            f"{path.parent}, this ingest needs about {_mib(needed)} ({SPACE_FACTOR}x the {_mib(needed / SPACE_FACTOR)} "
+            "it reads). The store keeps its previous rows: free some space and run it again"
+        ) from None
     log.info(
         "ingested %d run(s), %d report(s), skipped %d copied run folder(s): %s",
         summary.runs,

@@ -274,5 +274,5 @@ def build_report(db: str | Path, matrix: str = "paper", checker: str = "math_ver
     from corewarding.matrix import load_matrix
 
     cells = load_matrix(matrix).cells
-    with reader(db) as con:
+    with reader(db, check=True) as con:  # every block read once: a damaged store stops here, not half-way
         return render(collect(con, matrix, cells, str(db), checker, policy))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -267,7 +268,11 @@ def _number(value: Any, where: str, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool | int | float):
-        return float(value)  # NaN and inf (a non-finite gradient norm) are kept as they are
+        number = float(value)
+        if not math.isfinite(number):  # NaN, ±Infinity, or a literal too large for a float (1e999)
+            text = json.dumps(value)  # as the file spells it: NaN, Infinity, -Infinity
+            raise RunFolderError(f"{where}: {key}={text} is not a finite number (log null for a missing value)")
+        return number
     raise RunFolderError(f"{where}: {key}={value!r} is not a number")
 
 
