@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corewarding.training.local import append_line
+from corewarding.training.local import append_line, metrics_line
 
 CHILD = """
 import resource, signal, sys
@@ -45,3 +45,8 @@ def test_a_write_cut_by_the_size_limit_leaves_the_file_as_it_was(tmp_path: Path)
     message = done.stdout.strip()
     assert message.startswith(f"cannot append to {path} (File too large): it needs 33 bytes"), message
     assert "run the same command to resume" in message and "\n" not in message
+
+
+def test_a_non_finite_metric_is_written_null() -> None:
+    line = metrics_line({"step": 3, "grad_norm": float("nan"), "loss": float("-inf"), "lr": 1e-6})
+    assert json.loads(line) == {"step": 3, "grad_norm": None, "loss": None, "lr": 1e-6}

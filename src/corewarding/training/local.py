@@ -317,7 +317,7 @@ class LocalTrainer:
         return float(np.mean(scores)) if scores else 0.0
 
     def _append_metrics(self, metrics: dict[str, Any]) -> None:
-        append_line(self.run_dir / METRICS_FILE, json.dumps(metrics))
+        append_line(self.run_dir / METRICS_FILE, metrics_line(metrics))
 
     def run(self) -> RunResult:
         started = time.perf_counter()
@@ -345,6 +345,13 @@ class LocalTrainer:
                 self.saved_step = step
         lines = (self.run_dir / METRICS_FILE).read_text().splitlines()
         return RunResult(self.run_dir, self.total_steps, time.perf_counter() - started, [json.loads(x) for x in lines])
+
+
+def metrics_line(metrics: dict[str, Any]) -> str:
+    """One metrics.jsonl line; a non-finite figure (a NaN gradient norm) is written null, which ingest accepts as
+    missing (it refuses NaN and Infinity)."""
+    finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in metrics.items()}
+    return json.dumps(finite, allow_nan=False)
 
 
 def append_line(path: Path, line: str) -> None:
