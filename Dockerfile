@@ -40,7 +40,8 @@ RUN pip install --index-url https://download.pytorch.org/whl/${TORCH_CUDA} \
 ENV PIP_CONSTRAINT=/opt/constraints.txt
 
 RUN pip install "verl[vllm]==${VERL_VERSION}" "vllm==${VLLM_VERSION}"
-# flash-attn compiles against the image's CUDA toolkit (no wheel for every torch/CUDA pair): this step is slow
+# flash-attn compiles against the image's CUDA toolkit (no wheel for every torch/CUDA pair): this step is slow.
+# The same pin as the gpu-flash extra; train with verl.attn_implementation=flash_attention_2 to use it (the paper's kernel).
 RUN MAX_JOBS=8 pip install --no-build-isolation "flash-attn==${FLASH_ATTN_VERSION}"
 
 WORKDIR /opt/corewarding
@@ -51,7 +52,8 @@ COPY configs ./configs
 COPY flows ./flows
 COPY dashboard ./dashboard
 COPY dvc.yaml params.yaml .dvcignore ./
-COPY scripts/cw ./scripts/  # the stages' command: no .venv here, so it runs the corewarding on PATH
+# the stages' command (dvc.yaml): no .venv here, so it runs the corewarding on PATH
+COPY scripts/cw ./scripts/
 COPY .dvc/config .dvc/.gitignore ./.dvc/
 RUN pip install -e ".[gpu]" && pip check && dvc config --local core.no_scm true  # no .git in the image
 

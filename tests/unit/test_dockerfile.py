@@ -73,3 +73,14 @@ def test_the_image_installs_the_project_and_defaults_to_help() -> None:
     assert 'pip install -e ".[gpu]"' in text
     assert re.search(r'^CMD \["corewarding", "--help"\]$', text, flags=re.MULTILINE)
     assert re.search(r"^FROM nvidia/cuda:\$\{CUDA_VERSION\}-devel-", text, flags=re.MULTILINE)
+
+
+def test_the_gpu_flash_extra_pins_the_images_flash_attn(args: dict[str, str]) -> None:
+    assert extra_requirements("gpu-flash")["flash-attn"].specifier == SpecifierSet(f"=={args['FLASH_ATTN_VERSION']}")
+
+
+def test_no_instruction_carries_a_trailing_comment() -> None:
+    """Docker has no inline comments: `COPY a b  # why` copies a file named '#' too (and fails the build)."""
+    text = (ROOT / "Dockerfile").read_text()
+    lines = [line for line in text.splitlines() if re.match(r"^(COPY|ADD|ENV|ARG|WORKDIR)\b", line)]
+    assert lines and not [line for line in lines if " #" in line]

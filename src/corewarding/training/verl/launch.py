@@ -107,6 +107,11 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     if dry_run:
         return run
     require_backend("backend=verl", gpu=True, does="trains", hint="--dry-run validates on CPU")
+    if cfg.verl.attn_implementation == "flash_attention_2":  # verl would fail later, in every worker's start-up
+        require_backend(
+            "verl.attn_implementation=flash_attention_2", modules=("flash_attn",),
+            hint="pip install -e '.[gpu-flash]' (it builds against your CUDA toolkit) or train with sdpa",
+        )  # fmt: skip
     from verl.trainer.main_ppo import run_ppo
 
     from corewarding.training.verl.metrics import export_metrics

@@ -12,7 +12,7 @@ both freed, ``rollout.free_cache_engine``) before it computes log-probs or train
 * rollout: + ``gpu_memory_utilization`` x ``verl.gpu_memory_gb``, vLLM's whole budget (its bf16 weights and KV cache);
 * log-prob pass: + the offloaded reference/teacher's shard loaded for its pass + the bf16 logits of one log-prob
   micro-batch (``log_prob_micro_batch_size`` x (prompt + response) x vocab x 2 bytes; Self-Certainty adds one fp32 chunk
-  and its softmax, ``SELF_CERTAINTY_CHUNK_TOKENS`` x vocab x 4 x 2 bytes);
+  and its softmax, ``verl.self_certainty_chunk_tokens`` x vocab x 4 x 2 bytes);
 * training: + fp32 gradient shards (4 bytes per parameter over all GPUs) + the bf16 logits of one training micro-batch
   and their gradient (x 2) + the layer inputs gradient checkpointing keeps (micro-batch x tokens x hidden x layers x 2).
 
@@ -32,11 +32,10 @@ from corewarding.matrix import Cell
 
 GB = 2**30
 OVERHEAD_GB = 2.0  # per device: CUDA context, NCCL buffers, allocator fragmentation (not modelled in detail)
-SELF_CERTAINTY_CHUNK_TOKENS = 1024  # corewarding.methods.logits_rewards.DEFAULT_CHUNK_TOKENS (a test keeps them equal)
 DEFAULT_CHECKPOINTS_TO_KEEP = 2
 DEFAULT_GPU_MEMORY_GB = 80
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
-VERL_REF_DTYPE = "fp32"  # verl 0.9.1's ref.fsdp_config.model_dtype default (methods without a teacher keep it)
+REF_DTYPE = "bf16"  # the reference of a method without a teacher (verl_config sets it; verl's default is fp32)
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_BYTES = 4  # fp32 master weights (model_dtype fp32, bf16 compute)
 GRAD_BYTES = 4
@@ -106,7 +105,7 @@ def ref_dtype_of(cfg: DictConfig, ref_dtype: str | None = None) -> str | None:
     teacher = cfg.method.get("teacher")
     if not teacher and not bool(cfg.grpo.use_kl_loss):
         return None
-    return ref_dtype or (str(teacher.dtype) if teacher else VERL_REF_DTYPE)
+    return ref_dtype or (str(teacher.dtype) if teacher else REF_DTYPE)
 
 
 def logits_gb(micro_batch: int, tokens: int, vocab: int) -> float:
@@ -129,7 +128,9 @@ def gpu_phases(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> dic
     loaded_for_pass = max(ref_bytes if ref_offload else 0.0, MASTER_BYTES * per_device if actor_offload else 0.0)
     log_prob = logits_gb(int(g.log_prob_micro_batch_size), tokens, shape.vocab_size)
     if str(cfg.method.reward) == "self_certainty":
-        log_prob += SELF_CERTAINTY_CHUNK_TOKENS * shape.vocab_size * 4 * 2 / GB
+        chunk = int(v.self_certainty_chunk_tokens)  # 0 or less: no chunking, the whole micro-batch upcast at once
+        chunk = chunk if chunk > 0 else int(g.log_prob_micro_batch_size) * tokens
+        log_prob += chunk * shape.vocab_size * 4 * 2 / GB
     mb = int(g.micro_batch_size)
     train_state = (MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES if actor_offload else GRAD_BYTES) * per_device
     activations = mb * tokens * shape.hidden_size * shape.num_layers * 2 / GB

@@ -32,7 +32,10 @@ NEW_KEYS = (
     "ray_kwargs.ray_init.runtime_env.env_vars",
     "ray_kwargs.ray_init.address",
     "actor_rollout_ref.corewarding_teacher",
+    "actor_rollout_ref.corewarding_view_sum_loss",
+    "actor_rollout_ref.corewarding_self_certainty_chunk_tokens",
 )
+ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 
@@ -79,6 +82,12 @@ def check_supported(cfg: DictConfig) -> None:
         raise ConfigError(f"verl.rollout_engine={cfg.verl.rollout_engine!r}: must be vllm or sglang")
     if "file" not in list(cfg.verl.logger):
         raise ConfigError(f"verl.logger={list(cfg.verl.logger)}: must include file (it feeds metrics.jsonl)")
+    attn = cfg.verl.attn_implementation
+    if attn not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(f"verl.attn_implementation={attn!r}: must be one of {', '.join(ATTN_IMPLEMENTATIONS)}")
+    keep = cfg.verl.checkpoints_to_keep
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ConfigError(f"verl.checkpoints_to_keep={keep!r}: must be a whole number >= 1, or null to keep every save")
     teacher = cfg.method.get("teacher")
     if teacher and str(teacher.dtype) not in TORCH_TO_VERL_DTYPE:
         raise ConfigError(f"method.teacher.dtype={teacher.dtype!r}: must be one of {', '.join(TORCH_TO_VERL_DTYPE)}")
@@ -126,6 +135,7 @@ def _actor_keys(cfg: DictConfig, prompts: int) -> dict[str, Any]:
         f"{arr}.model.path": model_path(cfg),
         f"{arr}.model.use_remove_padding": True,
         f"{arr}.model.enable_gradient_checkpointing": True,
+        f"{arr}.model.override_config": {"attn_implementation": str(v.attn_implementation)},  # actor, ref, teacher
         f"{arr}.actor.optim.lr": float(opt.lr),
         f"{arr}.actor.optim.betas": [float(b) for b in opt.betas],
         f"{arr}.actor.optim.weight_decay": float(opt.weight_decay),
@@ -192,6 +202,7 @@ def _trainer_keys(cfg: DictConfig, run: str) -> dict[str, Any]:
         "trainer.test_freq": int(sched.test_freq),
         "trainer.val_before_train": bool(sched.val_before_train),
         "trainer.default_local_dir": f"{run}/checkpoints",
+        "trainer.max_actor_ckpt_to_keep": None if v.checkpoints_to_keep is None else int(v.checkpoints_to_keep),
         "trainer.resume_mode": "auto",
         "trainer.balance_batch": True,  # the trainer's reward hook runs inside _balance_batch
         "trainer.use_v1": False,  # the plug-ins drive verl's RayPPOTrainer (see trainer.py)
@@ -217,11 +228,20 @@ def translate(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] |
     address = ray_address(cfg, environ)
     if address is not None:  # verl passes ray_kwargs.ray_init to ray.init(): address= joins the cluster
         out["ray_kwargs.ray_init.address"] = address
-    teacher = cfg.method.get("teacher")
-    out["actor_rollout_ref.corewarding_teacher"] = bool(teacher)  # the worker saves/loads the teacher's shards
-    if teacher:
-        out["actor_rollout_ref.ref.fsdp_config.model_dtype"] = TORCH_TO_VERL_DTYPE[str(teacher.dtype)]
+    out.update(_corewarding_worker_keys(cfg))
     return out
+
+
+def _corewarding_worker_keys(cfg: DictConfig) -> dict[str, Any]:
+    """What our worker reads beside verl's keys, and the reference's dtype: the teacher's own, else bf16 (a frozen
+    reference only gives the KL anchor; verl's fp32 default doubles its pinned host memory)."""
+    arr, teacher = "actor_rollout_ref", cfg.method.get("teacher")
+    return {
+        f"{arr}.corewarding_teacher": bool(teacher),  # the worker saves/loads the teacher's shards
+        f"{arr}.corewarding_view_sum_loss": trains_pairs(cfg) and bool(cfg.verl.view_sum_loss),
+        f"{arr}.corewarding_self_certainty_chunk_tokens": int(cfg.verl.self_certainty_chunk_tokens),
+        f"{arr}.ref.fsdp_config.model_dtype": TORCH_TO_VERL_DTYPE[str(teacher.dtype)] if teacher else "bf16",
+    }
 
 
 def corewarding_section(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
