@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from corewarding.equivalence import WORKERS_REQUIREMENT, valid_workers
 
@@ -51,17 +52,33 @@ class ConfigError(ValueError):
     """A config value that cannot work; the message names the key."""
 
 
-# (key, predicate, requirement) for values a run cannot work with.
+def _finite(v: Any) -> bool:
+    """No NaN or infinity anywhere in the value (a list's items included)."""
+    if isinstance(v, list):
+        return all(_finite(x) for x in v)
+    return not isinstance(v, float) or math.isfinite(v)
+
+
+def _count(v: Any) -> bool:
+    """A whole number (not a bool, not 2.5)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _betas(v: Any) -> bool:
+    return len(v) == 2 and all(isinstance(b, int | float) and 0 <= b < 1 for b in v)
+
+
+# (key, predicate, requirement) for values a run cannot work with; a non-finite number fails every check.
 _CHECKS: list[tuple[str, Any, str]] = [
     ("backend", lambda v: v in ("local", "verl"), "one of local, verl"),
-    ("grpo.train_batch_size", lambda v: v >= 1, ">= 1"),
-    ("grpo.n", lambda v: v >= 1, ">= 1"),
-    ("grpo.micro_batch_size", lambda v: v >= 1, ">= 1"),
-    ("grpo.log_prob_micro_batch_size", lambda v: v >= 1, ">= 1"),
+    ("grpo.train_batch_size", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
+    ("grpo.n", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
+    ("grpo.micro_batch_size", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
+    ("grpo.log_prob_micro_batch_size", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
     ("grpo.temperature", lambda v: v > 0, "> 0"),
     ("grpo.top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
-    ("grpo.max_prompt_length", lambda v: v >= 1, ">= 1"),
-    ("grpo.max_response_length", lambda v: v >= 1, ">= 1"),
+    ("grpo.max_prompt_length", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
+    ("grpo.max_response_length", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
     ("grpo.clip_ratio_low", lambda v: 0 <= v < 1, "in [0, 1)"),
     ("grpo.clip_ratio_high", lambda v: v >= 0, ">= 0"),
     ("grpo.clip_ratio_c", lambda v: v > 1, "> 1"),
@@ -69,12 +86,17 @@ _CHECKS: list[tuple[str, Any, str]] = [
     ("grpo.entropy_coeff", lambda v: v == 0, "0 (the paper uses no entropy bonus; the local backend has none)"),
     ("grpo.loss_agg_mode", lambda v: v == "token-mean", "token-mean (the only mode of the local backend)"),
     ("grpo.kl_loss_type", lambda v: v == "low_var_kl", "low_var_kl (the only estimator of the local backend)"),
-    ("optimizer.lr", lambda v: v > 0, "> 0"),
+    ("optimizer.lr", lambda v: v > 0, "finite and > 0"),
+    ("optimizer.betas", _betas, "two numbers, each in [0, 1)"),
+    ("optimizer.eps", lambda v: v > 0, "finite and > 0"),
+    ("optimizer.weight_decay", lambda v: v >= 0, "finite and >= 0"),
     ("optimizer.warmup_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
-    ("optimizer.grad_clip", lambda v: v > 0, "> 0"),
-    ("schedule.save_freq", lambda v: v >= 1, ">= 1"),
-    ("schedule.test_freq", lambda v: v >= 1, ">= 1"),
-    ("schedule.epochs", lambda v: v >= 1, ">= 1"),
+    ("optimizer.min_lr_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("optimizer.num_cycles", lambda v: v >= 0, "finite and >= 0"),
+    ("optimizer.grad_clip", lambda v: v > 0, "finite and > 0"),
+    ("schedule.save_freq", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
+    ("schedule.test_freq", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
+    ("schedule.epochs", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
     (
         "vote.canonicalize",
         lambda v: v in ("exact", "normalized", "math_verify"),
@@ -106,18 +128,21 @@ def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts."""
     for key, ok, requirement in _CHECKS:
         value = OmegaConf.select(cfg, key)
+        if isinstance(value, ListConfig):
+            value = OmegaConf.to_container(value)
         try:
-            good = value is not None and bool(ok(value))
+            good = value is not None and _finite(value) and bool(ok(value))
         except TypeError:
             good = False
         if not good:
             raise ConfigError(f"{key}={value!r}: must be {requirement}")
+    for key in ("schedule.total_steps", "schedule.val_max_samples"):
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not (_count(value) and value >= 1):
+            raise ConfigError(f"{key}={value!r}: must be a whole number >= 1, or null")
     workers = OmegaConf.select(cfg, "vote.math_verify_workers")
     if not valid_workers(workers):
         raise ConfigError(f"vote.math_verify_workers={workers!r}: must be {WORKERS_REQUIREMENT}")
-    total = OmegaConf.select(cfg, "schedule.total_steps")
-    if total is not None and total < 1:
-        raise ConfigError(f"schedule.total_steps={total!r}: must be >= 1 or null")
     check_rephrased_source(cfg)
     teacher = OmegaConf.select(cfg, "method.teacher")
     if teacher:

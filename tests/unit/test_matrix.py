@@ -98,7 +98,7 @@ def test_select_cells_and_unknown_names() -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("grpo.n=0", "grpo.n=0: must be >= 1"),
+        ("grpo.n=0", "grpo.n=0: must be a whole number >= 1"),
         ("vote.canonicalize=fuzzy", "vote.canonicalize='fuzzy'"),
         ("grpo.temperature=0", "grpo.temperature=0: must be > 0"),
         ("schedule.total_steps=0", "schedule.total_steps=0"),
