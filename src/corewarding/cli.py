@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -51,6 +52,9 @@ def _rewards_score(args: argparse.Namespace) -> int:
         voter: Voter = voter_from_config(vote)
     except ValueError as exc:  # --math-verify-workers 0
         print(f"error: --math-verify-workers: {exc}", file=sys.stderr)
+        return 2
+    if Path(args.output).is_dir():
+        print(f"error: --output {args.output} is a folder; name the JSON lines file to write", file=sys.stderr)
         return 2
     try:
         summary = score_file(args.method, Path(args.input), Path(args.output), voter)
@@ -189,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, errno.EISDIR)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -234,6 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyError as exc:  # an unknown matrix, cell or config option; the message lists the known ones
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the user gave that cannot be used: too long, read-only, a folder, no permission
+        if exc.errno not in PATH_ERRNOS or exc.filename is None:
+            raise
+        print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
 
 

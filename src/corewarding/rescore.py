@@ -101,6 +101,25 @@ def _read_line_by_line(
     return rollouts, rows
 
 
+def check_ground_truths(path: Path, rollouts: list[Rollout]) -> None:
+    """One ground truth per uid: two different ones (null aside) are an InputError naming both lines. The usual file
+    passes with two set comparisons; the lines are looked up only for the error."""
+    pairs = {(r.uid, r.ground_truth) for r in rollouts if r.ground_truth is not None}
+    if len(pairs) == len({uid for uid, _ in pairs}):
+        return
+    seen: dict[str, tuple[int, str]] = {}
+    for lineno, row in iter_json_lines(path, finite=True):
+        uid, truth = str(row["uid"]), row["ground_truth"]
+        if truth is None:
+            continue
+        first = seen.setdefault(uid, (lineno, truth))
+        if first[1] != truth:
+            raise InputError(
+                f"{path}:{lineno}: uid {row['uid']!r} has ground_truth {truth!r}, but line {first[0]} gives it "
+                f"{first[1]!r}; one question has one answer (were two files merged?)"
+            )
+
+
 def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write all rows or nothing (a temporary file renamed into place); NaN/Infinity are never written."""
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # one encoder, not one per json.dumps
@@ -134,6 +153,7 @@ def score_file(method: str, input_path: Path, output_path: Path, voter: Voter | 
         raise InputError(f"method {method!r} rewards from logits, not from text; it cannot rescore a dump")
     with _collector_paused():
         rollouts, rows = read_rollouts(input_path, spec.views)
+        check_ground_truths(input_path, rollouts)
         result = spec.score(rollouts, voter or Voter())
         columns = zip(result.indices, result.rewards, result.labels, strict=True)
         out = [{**rows[i], "reward": reward, "label": label} for i, reward, label in columns]
