@@ -108,6 +108,10 @@ class FakeWorkerGroup:
     def save_checkpoint(self, local_path: str, hdfs_path: str | None = None, global_step: int = 0, **kw: Any) -> None:
         self.calls.append(("save_checkpoint", {"path": local_path, "step": global_step}))
 
+    def corewarding_rotate_checkpoints(self, checkpoints_dir: str, keep: int | None) -> int:
+        self.calls.append(("corewarding_rotate_checkpoints", {"dir": checkpoints_dir, "keep": keep}))
+        return 0
+
     def corewarding_ema_update(self, rate: float) -> int:
         self.calls.append(("corewarding_ema_update", rate))
         return 1

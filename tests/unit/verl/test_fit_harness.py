@@ -118,6 +118,11 @@ def test_fit_runs_two_full_steps_of_every_method(
     ]
     saves = [c for n, c in wg.calls if n == "save_checkpoint"]
     assert [s["step"] for s in saves] == [2] and saves[0]["path"].endswith("global_step_2/actor")
+    after_save = wg.names()[wg.names().index("save_checkpoint") + 1]  # then the rotation verl leaves undone
+    rotations = [c for n, c in wg.calls if n == "corewarding_rotate_checkpoints"]
+    assert after_save == "corewarding_rotate_checkpoints" and rotations == [
+        {"dir": trainer.config.trainer.default_local_dir, "keep": trainer.config.trainer.max_actor_ckpt_to_keep}
+    ]
     exported = [json.loads(x) for x in Path(trainer.cr.metrics_file).read_text().splitlines()]  # our schema
     assert [m["step"] for m in exported] == [1, 2]
     for m, update in zip(exported, updates, strict=True):

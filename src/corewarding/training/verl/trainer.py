@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from corewarding.training.verl.checkpoint_guard import check_pickles, resume_fol
 from corewarding.training.verl.hook import ROW_KEY, manager_input, rm_scores_for
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.rewards import CorewardingRewardManager
+from corewarding.training.verl.rotation import rotate
 from corewarding.training.verl.worker import SELF_CERTAINTY_KEY
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,15 @@ class CorewardingTrainer(RayPPOTrainer):
         if folder is not None and (folder / "data.pt").is_file():
             check_pickles([folder / "data.pt"])
         return super()._load_checkpoint()
+
+    def _save_checkpoint(self) -> None:
+        """verl's save, then the rotation verl leaves undone (teacher shards, data.pt, optimiser state of older saves,
+        saves from before a resume), on every worker's node and the driver's, once the save is complete."""
+        super()._save_checkpoint()
+        keep = self.config.trainer.get("max_actor_ckpt_to_keep")
+        folder = str(self.config.trainer.default_local_dir)
+        self.actor_rollout_wg.corewarding_rotate_checkpoints(folder, keep)
+        rotate(Path(folder), keep)
 
     def _get_gen_batch(self, batch: DataProto) -> DataProto:
         gen_batch = super()._get_gen_batch(batch)

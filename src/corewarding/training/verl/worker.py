@@ -27,6 +27,7 @@ from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.checkpoint_guard import check_pickles, rank_shards
+from corewarding.training.verl.rotation import check_optimizer_state, rotate
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
 from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
 
@@ -139,8 +140,16 @@ class CorewardingWorker(ActorRolloutRefWorker):
     def load_checkpoint(
         self, local_path: str, hdfs_path: str | None = None, del_local_after_load: bool = False
     ) -> None:
-        check_pickles(rank_shards(Path(local_path), torch.distributed.get_rank(), torch.distributed.get_world_size()))
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        check_optimizer_state(Path(local_path), rank, world, list(self.config.actor.checkpoint.load_contents))
+        check_pickles(rank_shards(Path(local_path), rank, world))
         super().load_checkpoint(local_path, hdfs_path, del_local_after_load)
         if self._has_teacher():
             load_teacher_shards(self._engines()[1].engine.module, teacher_file(local_path, self.rank))
             log.info("teacher restored from %s", teacher_file(local_path, self.rank))
+
+    @register(dispatch_mode=ONE_TO_ALL)
+    def corewarding_rotate_checkpoints(self, checkpoints_dir: str, keep: int | None) -> int:
+        """After a complete save: the rotation of ``rotation.rotate`` on this rank's node (each node holds its own
+        ranks' shards); returns how many paths it removed."""
+        return len(rotate(Path(checkpoints_dir), keep))
