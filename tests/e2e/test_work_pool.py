@@ -83,6 +83,16 @@ def _victim(store: Path, worker: str) -> str | None:
     return None
 
 
+def _unpack(
+    machines: dict[str, object],
+) -> tuple[dict[str, str], Path, Path, dict[str, subprocess.Popen[bytes]]]:
+    """The machines fixture's environment, parent checkout, shared store and workers, typed."""
+    env, parent, store = machines["env"], machines["parent"], machines["store"]
+    workers: dict[str, subprocess.Popen[bytes]] = machines["workers"]  # type: ignore[assignment]
+    assert isinstance(env, dict) and isinstance(parent, Path) and isinstance(store, Path)
+    return env, parent, store, workers
+
+
 def _metrics(run: Path) -> list[dict[str, object]]:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in row.items() if k != "step_seconds"} for row in rows]
@@ -93,9 +103,7 @@ def _metrics(run: Path) -> list[dict[str, object]]:
 def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_other(
     machines: dict[str, object],
 ) -> None:
-    env, parent, store = machines["env"], machines["parent"], machines["store"]
-    workers: dict[str, subprocess.Popen[bytes]] = machines["workers"]  # type: ignore[assignment]
-    assert isinstance(env, dict) and isinstance(parent, Path) and isinstance(store, Path)
+    env, parent, store, workers = _unpack(machines)
     command = [
         str(BIN / "corewarding"), "pipeline", "run", "--matrix", "demo", "--work-pool", "cpu-pool", "--json",
         "--config", "store.dvc_remote=shared", "--config", "store.sync_interval_s=0.5",
@@ -163,9 +171,7 @@ def _cell_processes(workers: dict[str, subprocess.Popen[bytes]]) -> list[psutil.
 def test_a_killed_cell_process_is_started_again_as_attempt_2_and_a_stale_report_is_not_taken(
     machines: dict[str, object],
 ) -> None:
-    env, parent, store = machines["env"], machines["parent"], machines["store"]
-    workers: dict[str, subprocess.Popen[bytes]] = machines["workers"]  # type: ignore[assignment]
-    assert isinstance(env, dict) and isinstance(parent, Path) and isinstance(store, Path)
+    env, parent, store, workers = _unpack(machines)
     cell_id = CELLS[0]
     (store / "reports").mkdir(parents=True)  # an earlier run's report: done, by a worker long gone
     stale = {"cell_id": cell_id, "run_dir": "", "steps": {"train": "done", "evaluate": "done", "publish": "done"},

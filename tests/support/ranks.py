@@ -32,3 +32,34 @@ def run_ranks(script: str, *args: str, world_size: int = 2, timeout: float = 180
         assert proc.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     return results
+
+
+# The start of a rank script: a tiny Llama under FSDP1 (DTensor shards, as verl's FSDP engine wraps) after one AdamW
+# step, and verl's real FSDPCheckpointManager over it (`manager`); `wrap` wraps another module the same way.
+VERL_FSDP_CHECKPOINT_SETUP = r"""
+import json, os, sys
+from pathlib import Path
+import torch, torch.distributed as dist
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer, models
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     num_key_value_heads=2)
+mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("fsdp",))
+wrap = lambda m: FSDP(m, device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD, device_mesh=mesh)
+model = wrap(LlamaForCausalLM(config))
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+model(torch.tensor([[1, 2, 3]])).logits.sum().backward()
+optimizer.step()
+vocab = models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>")
+tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(vocab))
+contents = {"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model", "optimizer", "extra"]}
+manager = FSDPCheckpointManager(model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0),
+                                processing_class=tokenizer, checkpoint_config=OmegaConf.create(contents))
+"""

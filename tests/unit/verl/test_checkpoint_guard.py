@@ -13,36 +13,14 @@ from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from corewarding.training.verl.checkpoint_guard import UnsafeCheckpointError, check_pickles, resume_folder
-from tests.support.ranks import run_ranks
+from tests.support.ranks import VERL_FSDP_CHECKPOINT_SETUP, run_ranks
 
-RANK_SCRIPT = r"""
-import json, os, sys
-from pathlib import Path
-import torch, torch.distributed as dist
-from omegaconf import OmegaConf
-from tokenizers import Tokenizer, models
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+RANK_SCRIPT = (
+    VERL_FSDP_CHECKPOINT_SETUP
+    + r"""
 from corewarding.training.verl.checkpoint_guard import UnsafeCheckpointError, check_pickles, rank_shards
 
 actor, evil = Path(sys.argv[1]), sys.argv[2]
-dist.init_process_group("gloo")
-torch.manual_seed(0)
-config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     num_key_value_heads=2)
-mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("fsdp",))  # as verl's FSDP engine wraps: DTensor shards
-model = FSDP(LlamaForCausalLM(config), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD,
-             device_mesh=mesh)
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-model(torch.tensor([[1, 2, 3]])).logits.sum().backward()
-optimizer.step()
-vocab = models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>")
-tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(vocab))
-contents = {"save_contents": ["model", "optimizer", "extra"], "load_contents": ["model", "optimizer", "extra"]}
-manager = FSDPCheckpointManager(model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0),
-                                processing_class=tokenizer, checkpoint_config=OmegaConf.create(contents))
 manager.save_checkpoint(str(actor), global_step=1)
 dist.barrier()
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -63,6 +41,7 @@ print(json.dumps(result), flush=True)
 dist.barrier()
 os._exit(0)
 """
+)
 
 
 def test_real_verl_shards_pass_and_a_crafted_one_is_refused_before_it_runs(tmp_path: Path) -> None:
