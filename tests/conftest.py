@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Two test processes share the cores: one torch thread each (and in every subprocess), no oversubscription.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# Started as a background job of a non-interactive shell (`(make test &)`), this process and every child it starts would
+# ignore SIGINT, and the tests that press Ctrl-C on a child (the worker, `pipeline run`, a dvc call) would wait in vain.
+# A Python handler, unlike SIG_IGN, is reset to the default at exec, so the children get Ctrl-C back too.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
