@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the harness loads pyarrow: only `evaluate` itself imports it
-    from corewarding.evaluation.harness import UnitOutcome
+if TYPE_CHECKING:  # the units module loads pyarrow: only `evaluate` itself imports it
+    from corewarding.evaluation.units import UnitOutcome
 
 
 def _out_dir_for_model(model: str) -> Path:

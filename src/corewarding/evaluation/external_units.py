@@ -13,10 +13,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from corewarding.evaluation.harness import UnitOutcome
 from corewarding.evaluation.outputs import write_unit_outputs
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import UnitPaths, digest
+from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
 
 log = logging.getLogger(__name__)
 

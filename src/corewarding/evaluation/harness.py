@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +18,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.backends import BackendUnavailable
 from corewarding.evaluation.benchmarks import Problem, load_problems
+from corewarding.evaluation.external_units import evaluate_external_unit
 from corewarding.evaluation.generation import Generator, SamplingSettings, load_generator
-from corewarding.evaluation.outputs import group_by_problem, metric_row, sample_rows, write_unit_outputs
+from corewarding.evaluation.outputs import (
+    combine_units,
+    group_by_problem,
+    metric_row,
+    sample_rows,
+    write_unit_outputs,
+)
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import UnitPaths, digest
+from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
 from corewarding.training.run_record import file_sha256
 
 log = logging.getLogger(__name__)
 
 GeneratorFactory = Callable[[DictConfig, str], Generator]
-
-
-@dataclass
-class UnitOutcome:
-    """What happened to one unit: evaluated, rescored, unchanged or skipped, and its headline numbers."""
-
-    step: int | None
-    benchmark: str
-    status: str
-    message: str = ""
-    metrics: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
 
 
 class ModelHandle:
@@ -163,9 +157,7 @@ def evaluate_targets(
     generator_factory: GeneratorFactory = load_generator,
 ) -> list[UnitOutcome]:
     """Evaluate every target on every benchmark config, then combine all units into ``out_dir/eval``."""
-    from corewarding.equivalence import MathVerifyChecker
-    from corewarding.evaluation.external_units import evaluate_external_unit
-    from corewarding.evaluation.outputs import combine_units
+    from corewarding.equivalence import MathVerifyChecker  # math-verify's parser: only when something is scored
 
     units_dir = out_dir / "eval" / "units"
     first = configs[0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corewarding.data.io import atomic_path, write_json_atomic
+
+
+@dataclass
+class UnitOutcome:
+    """What happened to one unit: evaluated, rescored, unchanged or skipped, and its headline numbers."""
+
+    step: int | None
+    benchmark: str
+    status: str
+    message: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
 
 GENERATION_SCHEMA = pa.schema(
     [
