@@ -11,8 +11,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from corewarding.training.errors import CheckpointError
-from corewarding.training.verl.checkpoint_guard import resume_folder
-from corewarding.training.verl.rotation import check_optimizer_state, rotate
+from corewarding.training.verl.checkpoint_guard import check_optimizer_state, resume_folder
+from corewarding.training.verl.rotation import rotate
 from tests.support.ranks import VERL_FSDP_CHECKPOINT_SETUP, run_ranks
 
 RANK_SCRIPT = (

@@ -76,11 +76,29 @@ def resume_folder(trainer_config: Any) -> Path | None:
     return Path(os.path.abspath(folder))
 
 
+def shard_file(actor_folder: Path, kind: str, rank: int, world_size: int) -> Path:
+    """One rank's ``model`` / ``optim`` / ``extra_state`` file as verl's FSDP checkpoint manager names it (by the
+    global rank and world size of ``torch.distributed``)."""
+    return actor_folder / f"{kind}_world_size_{world_size}_rank_{rank}.pt"
+
+
 def rank_shards(actor_folder: Path, rank: int, world_size: int) -> list[Path]:
-    """The files verl's FSDP checkpoint manager reads for one rank (those present); it names them by the global
-    rank and world size of ``torch.distributed``."""
-    names = (f"{kind}_world_size_{world_size}_rank_{rank}.pt" for kind in ("model", "optim", "extra_state"))
-    return [actor_folder / name for name in names if (actor_folder / name).is_file()]
+    """The files verl's FSDP checkpoint manager reads for one rank (those present)."""
+    files = (shard_file(actor_folder, kind, rank, world_size) for kind in ("model", "optim", "extra_state"))
+    return [path for path in files if path.is_file()]
+
+
+def check_optimizer_state(actor_folder: Path, rank: int, world_size: int, load_contents: list[str]) -> None:
+    """Resuming from an older kept save, whose optimiser state was rotated away (``rotation.rotate``), stops with one
+    line (verl would fail with a traceback on the missing file) unless the run loads no optimiser state."""
+    optim = shard_file(actor_folder, "optim", rank, world_size)
+    model = shard_file(actor_folder, "model", rank, world_size)
+    if "optimizer" in load_contents and not optim.exists() and model.exists():
+        raise CheckpointError(
+            f"{actor_folder}: its optimizer state was removed (only the newest kept checkpoint has it); resume from "
+            "the newest, or start the optimizer afresh with "
+            "actor_rollout_ref.actor.checkpoint.load_contents=[model,extra] in verl.overrides"
+        )
 
 
 def check_pickles(files: Iterable[Path]) -> int:

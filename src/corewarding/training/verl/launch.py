@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from corewarding import matrix
 from corewarding.backends import require_backend
 from corewarding.config import ConfigError
+from corewarding.training.verl.rotation import TRACKER
 from corewarding.training.verl.verl_config import cell_of, to_verl_config, trains_pairs, verl_yaml
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
 
     config_hash = training_config_hash(cfg)
     hash_file = run_dir / HASH_FILE
-    has_checkpoints = (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").is_file()
+    has_checkpoints = (run_dir / "checkpoints" / TRACKER).is_file()
     if has_checkpoints and hash_file.is_file() and hash_file.read_text().strip() != config_hash:
         raise ConfigError(
             f"{run_dir} holds checkpoints of another configuration (its config.yaml); "

@@ -11,16 +11,14 @@ docs/checkpoints.md.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 from pathlib import Path
 
-from corewarding.training.errors import CheckpointError
+from corewarding.training.verl.merge import STEP_DIR
 
 log = logging.getLogger(__name__)
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of the newest complete save
-STEP_DIR = re.compile(r"global_step_(\d+)")
 OPTIM_GLOB = "optim_world_size_*_rank_*.pt"  # verl's FSDPCheckpointManager, one per rank
 
 
@@ -36,7 +34,7 @@ def step_folders(checkpoints_dir: Path) -> dict[int, Path]:
     """``global_step_N`` folders by step."""
     if not checkpoints_dir.is_dir():
         return {}
-    found = (STEP_DIR.fullmatch(p.name) for p in checkpoints_dir.iterdir() if p.is_dir())
+    found = (STEP_DIR.match(p.name) for p in checkpoints_dir.iterdir() if p.is_dir())
     return {int(m.group(1)): checkpoints_dir / m.group(0) for m in found if m}
 
 
@@ -47,9 +45,9 @@ def rotate(checkpoints_dir: Path, keep: int | None) -> list[Path]:
     if latest is None:
         log.warning("%s: no %s, so no checkpoint is rotated", checkpoints_dir, TRACKER)
         return []
-    complete = sorted(step for step in step_folders(checkpoints_dir) if step <= latest)
-    kept = complete[-keep:] if keep else complete
     folders = step_folders(checkpoints_dir)
+    complete = sorted(step for step in folders if step <= latest)
+    kept = complete[-keep:] if keep else complete
     removed = [folders[step] for step in complete if step not in kept]
     for folder in removed:
         shutil.rmtree(folder, ignore_errors=True)  # ranks on one node may race here: both outcomes are the same
@@ -60,19 +58,3 @@ def rotate(checkpoints_dir: Path, keep: int | None) -> list[Path]:
     if removed:
         log.info("checkpoints: kept steps %s, removed %d path(s)", kept, len(removed))
     return removed
-
-
-def check_optimizer_state(actor_folder: Path, rank: int, world_size: int, load_contents: list[str]) -> None:
-    """Resuming from an older kept save, whose optimiser state was rotated away, stops with one line (verl would fail
-    with a traceback on the missing file) unless the run loads no optimiser state."""
-    optim = actor_folder / f"optim_world_size_{world_size}_rank_{rank}.pt"
-    if (
-        "optimizer" in load_contents
-        and not optim.exists()
-        and (actor_folder / optim.name.replace("optim", "model", 1)).exists()
-    ):
-        raise CheckpointError(
-            f"{actor_folder}: its optimizer state was removed (only the newest kept checkpoint has it); resume from "
-            "the newest, or start the optimizer afresh with "
-            "actor_rollout_ref.actor.checkpoint.load_contents=[model,extra] in verl.overrides"
-        )

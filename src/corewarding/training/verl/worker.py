@@ -26,8 +26,8 @@ from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
-from corewarding.training.verl.checkpoint_guard import check_pickles, rank_shards
-from corewarding.training.verl.rotation import check_optimizer_state, rotate
+from corewarding.training.verl.checkpoint_guard import check_optimizer_state, check_pickles, rank_shards
+from corewarding.training.verl.rotation import rotate
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
 from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
 
