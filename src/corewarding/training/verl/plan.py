@@ -28,14 +28,13 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.config import ConfigError
-from corewarding.matrix import Cell
+from corewarding.training.verl.verl_config import cell_of, reference_dtype
 
 GB = 2**30
 OVERHEAD_GB = 2.0  # per device: CUDA context, NCCL buffers, allocator fragmentation (not modelled in detail)
 DEFAULT_CHECKPOINTS_TO_KEEP = 2
 DEFAULT_GPU_MEMORY_GB = 80
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
-REF_DTYPE = "bf16"  # the reference of a method without a teacher (verl_config sets it; verl's default is fp32)
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_BYTES = 4  # fp32 master weights (model_dtype fp32, bf16 compute)
 GRAD_BYTES = 4
@@ -102,10 +101,9 @@ def model_shape(cfg: DictConfig) -> ModelShape:
 
 def ref_dtype_of(cfg: DictConfig, ref_dtype: str | None = None) -> str | None:
     """The reference/teacher's dtype, or None when the run has no reference model (no KL loss, no teacher)."""
-    teacher = cfg.method.get("teacher")
-    if not teacher and not bool(cfg.grpo.use_kl_loss):
+    if not cfg.method.get("teacher") and not bool(cfg.grpo.use_kl_loss):
         return None
-    return ref_dtype or (str(teacher.dtype) if teacher else REF_DTYPE)
+    return ref_dtype or reference_dtype(cfg)
 
 
 def logits_gb(micro_batch: int, tokens: int, vocab: int) -> float:
@@ -210,9 +208,8 @@ def plan_cell(cfg: DictConfig, ref_dtype: str | None = None) -> ResourcePlan:
     phases = gpu_phases(cfg, shape, dtype)
     phase = max(phases, key=lambda k: phases[k])
     host, disk = host_gb(cfg, shape, dtype), disk_gb(cfg, shape, dtype)
-    cell = Cell(str(cfg.method.name), str(cfg.base_model.name), str(cfg.dataset.name))
     return ResourcePlan(
-        cell.cell_id, phases[phase], phase, host, disk, phases, _problems(cfg, phases[phase], phase, host, disk)
+        cell_of(cfg).cell_id, phases[phase], phase, host, disk, phases, _problems(cfg, phases[phase], phase, host, disk)
     )
 
 

@@ -232,15 +232,21 @@ def translate(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] |
     return out
 
 
+def reference_dtype(cfg: DictConfig) -> str:
+    """verl's dtype of the reference model: the teacher's own, else bf16 (a frozen reference only gives the KL anchor;
+    verl's fp32 default doubles its pinned host memory)."""
+    teacher = cfg.method.get("teacher")
+    return TORCH_TO_VERL_DTYPE[str(teacher.dtype)] if teacher else "bf16"
+
+
 def _corewarding_worker_keys(cfg: DictConfig) -> dict[str, Any]:
-    """What our worker reads beside verl's keys, and the reference's dtype: the teacher's own, else bf16 (a frozen
-    reference only gives the KL anchor; verl's fp32 default doubles its pinned host memory)."""
-    arr, teacher = "actor_rollout_ref", cfg.method.get("teacher")
+    """What our worker reads beside verl's keys, and the reference's dtype."""
+    arr = "actor_rollout_ref"
     return {
-        f"{arr}.corewarding_teacher": bool(teacher),  # the worker saves/loads the teacher's shards
+        f"{arr}.corewarding_teacher": bool(cfg.method.get("teacher")),  # the worker saves/loads the teacher's shards
         f"{arr}.corewarding_view_sum_loss": trains_pairs(cfg) and bool(cfg.verl.view_sum_loss),
         f"{arr}.corewarding_self_certainty_chunk_tokens": int(cfg.verl.self_certainty_chunk_tokens),
-        f"{arr}.ref.fsdp_config.model_dtype": TORCH_TO_VERL_DTYPE[str(teacher.dtype)] if teacher else "bf16",
+        f"{arr}.ref.fsdp_config.model_dtype": reference_dtype(cfg),
     }
 
 
