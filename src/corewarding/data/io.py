@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -54,6 +55,19 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_FULL_DISK_TEXT = ("no space left", "file too large", "disk quota")  # as libraries word them (DuckDB, safetensors)
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised while handling, says the disk (or the file-size limit) is full."""
+    while exc is not None:
+        if getattr(exc, "errno", None) in FULL_DISK_ERRNOS or any(t in str(exc).lower() for t in _FULL_DISK_TEXT):
+            return True
+        exc = exc.__context__
+    return False
 
 
 def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path) -> None:

@@ -22,6 +22,7 @@ from typing import TypeVar
 import duckdb
 import pandas as pd
 
+from corewarding.data.io import disk_full
 from corewarding.results import evaluation, quality, reference, runs
 from corewarding.results.store import default_db, first_line, writer
 from corewarding.training.run_record import file_sha256
@@ -287,18 +288,6 @@ class StoreFullError(RuntimeError):
     Not an OSError: the pipeline retries those (is_transient), and a full disk does not clear by itself."""
 
 
-_FULL = ("no space left on device", "file too large", "disk quota exceeded")  # ENOSPC, EFBIG, EDQUOT
-
-
-def _disk_full(exc: BaseException | None) -> bool:
-    """Whether ``exc`` or an exception it was raised during says the disk is full."""
-    while exc is not None:
-        if any(text in str(exc).lower() for text in _FULL):
-            return True
-        exc = exc.__context__
-    return False
-
-
 def _source_bytes(infos: Sequence[runs.RunInfo], reports: Sequence[Path]) -> int:
     """The size of every file an ingest of these runs and reports reads."""
     files = [info.run_dir / name for info in infos for name, _ in RUN_SOURCES.values()]
@@ -348,7 +337,7 @@ def ingest(
         with writer(path, timeout=timeout) as con:
             summary = _transaction(con, partial(_ingest_all, con, infos, reports))
     except (duckdb.Error, OSError) as exc:
-        if not _disk_full(exc):
+        if not disk_full(exc):
             raise
         needed = SPACE_FACTOR * _source_bytes(infos, reports)
         free = shutil.disk_usage(path.parent).free

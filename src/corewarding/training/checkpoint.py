@@ -35,6 +35,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_file, save_model
 
 from corewarding.config import ConfigError
+from corewarding.data.io import disk_full
 from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
 from corewarding.training.run_record import file_sha256
 from corewarding.training.safe_state import load_state, save_state
@@ -137,10 +138,7 @@ def _save_failure(
     """One line: the checkpoint that could not be written and why; for a full disk, the space it needs."""
     err = getattr(exc, "errno", None)
     text = str(exc)
-    full = err in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or any(
-        s in text for s in ("No space left", "File too large", "Disk quota")
-    )
-    if not full:
+    if not disk_full(exc):
         return f"cannot write checkpoint {final}: {type(exc).__name__}: {text}"
     needed = checkpoint_bytes(checkpoints_dir, model, optimizer, teacher)
     free = shutil.disk_usage(checkpoints_dir).free
