@@ -77,12 +77,13 @@ def run_dvc(root: Path, *args: str, timeout: float | None = None) -> str:
     return output
 
 
-def _check_and_back_up(root: Path, what: str) -> bytes | None:
-    """Set a broken ``dvc.lock`` aside and keep a copy of it (``dvc_lock``), under DVC's repository lock."""
+def _check_and_back_up(root: Path, what: str, back_up: bool = True) -> bytes | None:
+    """Set a broken ``dvc.lock`` aside and (``back_up``, before a dvc call) keep a copy of it (``dvc_lock``), under
+    DVC's repository lock."""
     try:
         with dvc_lock.repo_lock(root):
             dvc_lock.set_aside_if_broken(root)
-            return dvc_lock.back_up(root)
+            return dvc_lock.back_up(root) if back_up else None
     except dvc_lock.RepoBusy as busy:
         raise DvcLockError(f"{what} in {root}: {busy}") from None
 
@@ -191,7 +192,7 @@ def add_cells_to_params(
 def unrecorded(root: Path, step: str, cell_ids: Iterable[str]) -> list[str]:
     """The cells whose ``<step>@<cell>`` stage ``dvc.lock`` does not list: an earlier run did the step and was stopped
     (Ctrl-C) before it recorded it; a later run that skips the finished step records it then."""
-    _check_and_back_up(root, "reading dvc.lock")
+    _check_and_back_up(root, "reading dvc.lock", back_up=False)  # only read: the next dvc call keeps its own copy
     lock = _load_yaml(root / dvc_lock.LOCK)
     stages = lock.get("stages") if isinstance(lock, dict) else None
     return [c for c in cell_ids if f"{step}@{c}" not in (stages or {})]
