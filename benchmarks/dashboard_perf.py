@@ -12,21 +12,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from corewarding.matrix import load_matrix  # noqa: E402
-from corewarding.results import store, synthetic  # noqa: E402
-from corewarding.results.collapse import collapse_events, detect_collapse  # noqa: E402
-from corewarding.results.ingest import ingest  # noqa: E402
-from dashboard import queries  # noqa: E402
+from corewarding.matrix import load_matrix
+from corewarding.results import store, synthetic
+from corewarding.results.collapse import collapse_events, detect_collapse
+from corewarding.results.ingest import ingest
+from dashboard import queries
 
 AMC_WRONG = queries.SampleFilter(benchmarks=("AMC",), strict=False)
 DISAGREE = queries.SampleFilter(disagree=True)
@@ -125,7 +121,7 @@ def time_pages(db: Path, repeat: int) -> dict[str, dict[str, float]]:
     from streamlit.testing.v1 import AppTest
 
     os.environ["COREWARDING_RESULTS_DB"] = str(db)
-    app = str(ROOT / "dashboard" / "app.py")
+    app = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
     AppTest.from_file(app, default_timeout=120).run()  # imports (streamlit, altair, pandas) once
     out = {}
     for page in ["views/matrix.py", "views/paper.py", "views/curves.py", "views/samples.py", "views/data.py"]:

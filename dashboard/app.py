@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` puts only dashboard/ on the path
-    sys.path.insert(0, str(ROOT))
-
-import streamlit as st  # noqa: E402
-
-from dashboard.common import connection_per_run  # noqa: E402
+from dashboard.common import connection_per_run
 
 PAGES = [
     st.Page("views/matrix.py", title="Matrix", icon=":material/grid_on:", default=True),

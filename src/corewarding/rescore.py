@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding import methods
-from corewarding.data.io import SourceError, atomic_path, iter_json_lines, plain_json_lines, read_text
+from corewarding.files import SourceError, atomic_path, iter_json_lines, plain_json_lines, read_text
 from corewarding.methods.base import Rollout
 from corewarding.methods.summary import summarize
 from corewarding.methods.voting import Voter

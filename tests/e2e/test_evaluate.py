@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from corewarding.cli import main
-from corewarding.evaluation.generation import TransformersGenerator
 from corewarding.evaluation.harness import evaluate_targets
 from corewarding.evaluation.settings import benchmark_configs
 from corewarding.evaluation.targets import model_target, run_targets
-from corewarding.tiny_model import build_tiny_model
+from corewarding.lm.generation import TransformersGenerator
+from corewarding.tiny.model import build_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_an_interrupted_evaluation_resumes_to_the_same_results(tiny_model: Path,
     configs = benchmark_configs(
         ["tiny"], [f"paths.artifacts_dir={tiny_model.parent}", "chunk_size=2", "benchmark.limit=6"]
     )
-    from corewarding.data.tiny import write_tiny_dataset
+    from corewarding.tiny.data import write_tiny_dataset
 
     write_tiny_dataset(tiny_model.parent / "tiny-data", n_train=64, n_test=16, seed=0)
     target = model_target(str(tiny_model))

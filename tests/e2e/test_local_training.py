@@ -142,9 +142,9 @@ def test_teacher_dtype_is_honoured(artifacts_dir: Path, tmp_path: Path) -> None:
 
 
 def test_rollouts_ignore_the_models_own_sampling_settings(artifacts_dir: Path) -> None:
-    from corewarding.tiny_model import build_tiny_model
-    from corewarding.training.inputs import load_base_model
-    from corewarding.training.rollout import Sampling, chat_prompts, generate
+    from corewarding.lm.loading import load_base_model
+    from corewarding.lm.rollout import Sampling, chat_prompts, generate
+    from corewarding.tiny.model import build_tiny_model
 
     cfg = compose_config(tiny_overrides("gt_grpo", artifacts_dir, artifacts_dir))
     build_tiny_model(Path(cfg.base_model.path), **dict(cfg.base_model.tiny))

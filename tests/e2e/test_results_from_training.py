@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
+from corewarding.files import file_sha256
 from corewarding.results import store
 from corewarding.results.ingest import ingest
 from corewarding.training import run_record
@@ -30,7 +31,7 @@ def test_a_trained_run_ingests_with_its_record(artifacts_dir: Path, tmp_path: Pa
     assert record["status"] == "finished" and record["ended_at"] >= record["started_at"]
     assert record["config_hash"] == state["config_hash"]
     train_file = Path(record["data_files"]["train"]["path"])
-    assert record["data_files"]["train"]["sha256"] == run_record.file_sha256(train_file)
+    assert record["data_files"]["train"]["sha256"] == file_sha256(train_file)
     assert record["code_version"].startswith("0.1.0")
 
     db = tmp_path / "results.duckdb"

@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.requires_gpu, pytest.mark.requires_vllm]
 
 
 def test_vllm_backend_evaluates_the_tiny_benchmark_reproducibly(tmp_path: Path, artifacts_dir: Path) -> None:
-    from corewarding.data.tiny import write_tiny_dataset
-    from corewarding.tiny_model import build_tiny_model
+    from corewarding.tiny.data import write_tiny_dataset
+    from corewarding.tiny.model import build_tiny_model
 
     model = build_tiny_model(artifacts_dir / "tiny-model-sft300", sft_steps=300)
     write_tiny_dataset(artifacts_dir / "tiny-data", n_train=64, n_test=16, seed=0)

@@ -43,8 +43,8 @@ def _seed_demo_tiny_model(clone: Path) -> None:
     cache = os.environ.get(TEST_CACHE_ENV)
     if not cache:
         return
+    from corewarding.lm.loading import base_model_source
     from corewarding.pipeline.cells import plan_cell
-    from corewarding.training.inputs import base_model_source
 
     plan = plan_cell("demo", "gt_grpo__tiny__tiny", [f"paths.artifacts_dir={cache}"])  # every demo cell: one model
     built = Path(base_model_source(plan.cfg))  # built once; the build lock serialises the test processes

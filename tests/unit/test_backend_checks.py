@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from corewarding.backends import module_missing
-from corewarding.data.io import write_parquet_atomic
 from corewarding.data.prepare import prepare
 from corewarding.data.rephrase.run import rephrase
-from corewarding.data.schema import make_row
+from corewarding.files import write_parquet_atomic
+from corewarding.rows import make_row
 from tests.unit.data.test_rephrase_resume import Scripted, _cfg
 
 SRC = Path(__file__).resolve().parents[2] / "src"

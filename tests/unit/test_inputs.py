@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from corewarding.data.schema import SYSTEM_PROMPT
+from corewarding.rows import SYSTEM_PROMPT
 from corewarding.training.inputs import read_rows
 
 

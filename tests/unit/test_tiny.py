@@ -16,15 +16,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from corewarding.data.schema import (
+from corewarding.rows import (
     DATA_SOURCE,
     SYSTEM_PROMPT,
     ground_truth_of,
     make_row,
     question_of,
 )
-from corewarding.data.tiny import make_tiny_dataset, write_tiny_dataset
-from corewarding.tiny_model import (
+from corewarding.tiny.data import make_tiny_dataset, write_tiny_dataset
+from corewarding.tiny.model import (
     MARKER_NAME,
     build_tiny_model,
     evaluate_tiny_model,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corewarding.answers import extract_gsm8k_answer, last_boxed_only_string, remove_boxed
-from corewarding.data.io import SourceError
+from corewarding.files import SourceError
 
 
 def _last_boxed(value: Any) -> str | None:

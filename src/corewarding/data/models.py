@@ -5,21 +5,21 @@ from __future__ import annotations
 from omegaconf import DictConfig
 from transformers import PreTrainedTokenizerBase
 
-from corewarding.data.io import SourceError
+from corewarding.files import SourceError
 
 
 def resolve_model_source(name: str, cfg: DictConfig) -> str:
     """A loadable model source: ``base_model`` means cfg.base_model (the tiny one is built here if missing)."""
     if name != "base_model":
         return name
-    from corewarding.training.inputs import base_model_source
+    from corewarding.lm.loading import base_model_source
 
     return base_model_source(cfg)
 
 
 def load_tokenizer(name: str, cfg: DictConfig) -> PreTrainedTokenizerBase:
     """Load a tokenizer by config name; a failure names it and says how to skip the check."""
-    from corewarding.training.inputs import load_tokenizer as load_base_tokenizer
+    from corewarding.lm.loading import load_tokenizer as load_base_tokenizer
 
     source = resolve_model_source(name, cfg)
     try:

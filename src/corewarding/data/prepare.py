@@ -10,11 +10,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.data.fields import FieldSpec, get_path, read_answer, read_question
-from corewarding.data.io import SourceError, write_json_atomic, write_parquet_atomic
 from corewarding.data.quality import Candidate, QualityReport, validate
-from corewarding.data.schema import make_row
 from corewarding.data.settings import check_validate
 from corewarding.data.sources import Records, columns_of, load_source
+from corewarding.files import SourceError, write_json_atomic, write_parquet_atomic
+from corewarding.rows import make_row
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def report_path(output: Path) -> Path:
 def _generated(spec: DictConfig) -> tuple[Records, str]:
     if spec.generator != "tiny":
         raise SourceError(f"datasource.generator={spec.generator!r}: expected tiny or null")
-    from corewarding.data.tiny import make_tiny_dataset
+    from corewarding.tiny.data import make_tiny_dataset
 
     data = make_tiny_dataset(n_train=int(spec.tiny.n_train), n_test=0, seed=int(spec.tiny.seed))
     records = [

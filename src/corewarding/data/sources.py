@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from corewarding.data.io import SourceError, parse_json, read_json_lines, read_text
+from corewarding.files import SourceError, parse_json, read_json_lines, read_text
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.data.fields import get_path
-from corewarding.data.io import SourceError, read_verl_rows
+from corewarding.files import SourceError, read_verl_rows
 
 log = logging.getLogger(__name__)
 

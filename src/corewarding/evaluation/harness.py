@@ -19,7 +19,6 @@ from omegaconf import DictConfig, OmegaConf
 from corewarding.backends import BackendUnavailable
 from corewarding.evaluation.benchmarks import Problem, load_problems
 from corewarding.evaluation.external_units import evaluate_external_unit
-from corewarding.evaluation.generation import Generator, SamplingSettings, load_generator
 from corewarding.evaluation.outputs import (
     combine_units,
     group_by_problem,
@@ -29,7 +28,8 @@ from corewarding.evaluation.outputs import (
 )
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
-from corewarding.training.run_record import file_sha256
+from corewarding.files import file_sha256
+from corewarding.lm.generation import Generator, SamplingSettings, load_generator
 
 log = logging.getLogger(__name__)
 

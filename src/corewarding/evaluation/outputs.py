@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from corewarding.data.io import atomic_path, write_json_atomic
 from corewarding.evaluation.benchmarks import Problem
 from corewarding.evaluation.metrics import compute_metric
 from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
+from corewarding.files import atomic_path, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -151,7 +151,7 @@ def select_steps(available: list[int], steps: str) -> list[int]:
 
 def base_model_target(run_dir: Path) -> Target:
     """The run's base model (the "before RL" row), from its saved config."""
-    from corewarding.training.inputs import base_model_source
+    from corewarding.lm.loading import base_model_source
 
     config = run_dir / "config.yaml"
     if not config.is_file():

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corewarding.data.io import atomic_path, write_json_atomic
+from corewarding.files import atomic_path, write_json_atomic
 
 
 @dataclass

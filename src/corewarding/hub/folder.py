@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corewarding.training.run_record import file_sha256
+from corewarding.files import file_sha256
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corewarding.data.io import write_json_atomic
+from corewarding.files import write_json_atomic
 from corewarding.hub.folder import PublishFolder
 from corewarding.hub.push import PushResult, push_folder, remote_head, resolve_endpoint
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from corewarding.data.io import atomic_path
+from corewarding.files import atomic_path
 from corewarding.pipeline import dvc_lock
 from corewarding.pipeline.cells import CellPlan, dvc_entry
 from corewarding.pipeline.prefect_session import deferred_interrupts

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from corewarding.data.io import atomic_path
+from corewarding.files import atomic_path
 
 log = logging.getLogger(__name__)
 

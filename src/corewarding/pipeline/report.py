@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,6 @@ class PipelineFailed(RuntimeError):
 
 def _training_summary(run_dir: Path) -> dict[str, Any]:
     """Means over the training steps (as the demo's table), read with the results store's metrics reader."""
-    from corewarding.demo import summarize_run
     from corewarding.results.runs import read_metrics
 
     path = run_dir / "metrics.jsonl"
@@ -132,8 +132,6 @@ def format_report(report: PipelineReport) -> str:
 
     def fmt(value: object) -> str:
         return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-
-    from corewarding.demo import plain_table
 
     workers = any(cell.worker or cell.attempt for cell in report.cells)
     header = [
@@ -188,3 +186,59 @@ def cell_markdown(cell: CellReport) -> str:
                 f"| {r.benchmark} | {r.checker} | {r.metric} | {r.value:.4f} |" for r in newest.itertuples(index=False)
             ]
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class DemoRow:
+    """One line of the demo's summary table (means over the training steps)."""
+
+    method: str
+    steps: int
+    mean_reward: float
+    label_accuracy: float | None
+    mean_response_length: float
+    val_accuracy: float | None
+    seconds: float
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def summarize_run(method: str, metrics: list[dict[str, Any]], seconds: float) -> DemoRow:
+    steps = [m for m in metrics if m["step"] > 0]
+    vals = [m["val_accuracy"] for m in metrics if m.get("val_accuracy") is not None]
+    return DemoRow(
+        method=method,
+        steps=len(steps),
+        mean_reward=_mean([m["reward_mean"] for m in steps]) or 0.0,
+        label_accuracy=_mean([m.get("label_accuracy") for m in steps]),
+        mean_response_length=_mean([m["response_length_mean"] for m in steps]) or 0.0,
+        val_accuracy=vals[-1] if vals else None,
+        seconds=seconds,
+    )
+
+
+def format_table(rows: Sequence[DemoRow]) -> str:
+    """A plain-text table: method, steps, mean reward, label accuracy, mean response length, val accuracy, seconds."""
+    header = ("method", "steps", "mean reward", "label acc", "mean resp len", "val acc", "seconds")
+
+    def fmt(v: float | None, digits: int = 3) -> str:
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    body = [
+        (r.method, str(r.steps), fmt(r.mean_reward), fmt(r.label_accuracy), fmt(r.mean_response_length, 1),
+         fmt(r.val_accuracy), fmt(r.seconds, 1))
+        for r in rows
+    ]  # fmt: skip
+    return plain_table(header, body)
+
+
+def plain_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns under a dashed rule (the CLI's tables)."""
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+    return "\n".join(lines)

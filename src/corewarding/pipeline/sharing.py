@@ -14,11 +14,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from corewarding.files import file_sha256
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.report import CellReport
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.store import ArtifactStore, RunSyncer, store_from_config
-from corewarding.training.run_record import file_sha256
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from corewarding.files import file_sha256
 from corewarding.pipeline.run_files import (
     local_files,
     newest_step,
@@ -142,11 +143,7 @@ class ArtifactStore:
         key = (stat.st_size, stat.st_mtime_ns)
         cached = self._digests.get(path)
         if cached is None or cached[0] != key:
-            digest = hashlib.sha256()
-            with path.open("rb") as handle:
-                while block := handle.read(2**20):
-                    digest.update(block)
-            cached = (key, digest.hexdigest())
+            cached = (key, file_sha256(path))
             self._digests[path] = cached
         return stat.st_size, cached[1]
 

@@ -22,10 +22,9 @@ from typing import TypeVar
 import duckdb
 import pandas as pd
 
-from corewarding.data.io import disk_full
+from corewarding.files import disk_full, file_sha256
 from corewarding.results import evaluation, quality, reference, runs
 from corewarding.results.store import default_db, first_line, writer
-from corewarding.training.run_record import file_sha256
 
 log = logging.getLogger(__name__)
 

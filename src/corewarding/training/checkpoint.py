@@ -33,11 +33,11 @@ import torch
 from numpy._core.multiarray import _reconstruct
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_file, save_model
+from transformers import PreTrainedModel
 
 from corewarding.config import ConfigError
-from corewarding.data.io import disk_full
+from corewarding.files import disk_full, file_sha256
 from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
-from corewarding.training.run_record import file_sha256
 from corewarding.training.safe_state import load_state, save_state
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def save_checkpoint(
     checkpoints_dir: Path,
     state: TrainerState,
-    model: torch.nn.Module,
+    model: PreTrainedModel,
     tokenizer: Any,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,

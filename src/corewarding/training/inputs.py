@@ -1,4 +1,4 @@
-"""Load what a training run needs: the base model, its tokenizer, and the training/validation rows."""
+"""What a training run reads: the training rows, their aligned rephrasings, the validation rows."""
 
 from __future__ import annotations
 
@@ -7,47 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from corewarding.config import needs_rephrased_view
-from corewarding.data.io import read_verl_rows
+from corewarding.files import read_verl_rows
+from corewarding.tiny.data import write_tiny_dataset
 
 log = logging.getLogger(__name__)
-
-
-def base_model_source(cfg: DictConfig) -> str:
-    """Where ``cfg.base_model`` loads from: the locally built tiny model (built on first use), a folder, or a Hub id."""
-    spec = cfg.base_model
-    if spec.builder == "tiny":
-        from corewarding.tiny_model import build_tiny_model
-
-        return str(build_tiny_model(Path(spec.path), **dict(spec.tiny)))
-    if spec.builder is None:
-        return str(spec.path or spec.hf_id)
-    raise ValueError(f"base_model.builder={spec.builder!r}; expected tiny or null")
-
-
-def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
-    """The tokenizer of a base model, left-padded, with a pad token."""
-    tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def load_base_model(cfg: DictConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The base model and tokenizer of ``cfg.base_model``: built locally (tiny), a local folder, or a Hub id."""
-    spec = cfg.base_model
-    source = base_model_source(cfg)
-    dtype = getattr(torch, str(spec.dtype))
-    if cfg.device == "cpu" and dtype == torch.bfloat16:
-        log.warning("bfloat16 on CPU is slow; loading %s in float32", source)
-        dtype = torch.float32
-    tokenizer = load_tokenizer(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(cfg.device)
-    return model, tokenizer
 
 
 @dataclass
@@ -68,13 +35,11 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def _ensure_tiny_data(cfg: DictConfig) -> None:
     if cfg.dataset.name == "tiny":
-        from corewarding.data.tiny import write_tiny_dataset
-
         write_tiny_dataset(Path(cfg.dataset.train_files).parent, **dict(cfg.dataset.tiny))
 
 
 def _prompt_tokens(tokenizer: PreTrainedTokenizerBase, row: dict[str, Any]) -> int:
-    ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
+    ids: Any = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return len(ids)

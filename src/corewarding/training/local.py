@@ -24,10 +24,13 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
 from corewarding import matrix, methods
 from corewarding.answers import strict_score
+from corewarding.lm.loading import load_base_model
+from corewarding.lm.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
 from corewarding.matrix import Cell
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
@@ -35,10 +38,9 @@ from corewarding.methods.voting import voter_from_config
 from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
-from corewarding.training.inputs import TrainingRows, load_base_model, load_training_rows
+from corewarding.training.inputs import TrainingRows, load_training_rows
 from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
 from corewarding.training.rewards import score_step
-from corewarding.training.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
 from corewarding.training.run_lock import run_lock
 from corewarding.training.teacher import ema_update
 
@@ -79,7 +81,9 @@ def training_config_hash(cfg: DictConfig) -> str:
     """A hash of everything that shapes training (not where files go or are published, not thread counts, not
     verl-only settings)."""
     ignored = ("paths", "torch_threads", "verl", "hub")
-    relevant = {k: v for k, v in OmegaConf.to_container(cfg).items() if k not in ignored}
+    container = OmegaConf.to_container(cfg)
+    assert isinstance(container, dict)  # a composed config is a mapping
+    relevant = {k: v for k, v in container.items() if k not in ignored}
     base = relevant.get("base_model")
     if isinstance(base, dict):  # base_model.shape: the model's size for the verl plan, a fact and not a setting
         relevant["base_model"] = {k: v for k, v in base.items() if k != "shape"}
@@ -92,10 +96,10 @@ def _seed_everything(seed: int) -> None:
     np.random.seed(seed)
 
 
-def _frozen_copy(model: torch.nn.Module, dtype: torch.dtype | None = None) -> torch.nn.Module:
+def _frozen_copy(model: PreTrainedModel, dtype: torch.dtype | None = None) -> PreTrainedModel:
     clone = copy.deepcopy(model)
     if dtype is not None:
-        clone = clone.to(dtype)
+        clone = clone.to(dtype)  # type: ignore[arg-type]  # transformers 5 types the wrapped .to oddly
     clone.eval()
     for p in clone.parameters():
         p.requires_grad_(False)
@@ -199,7 +203,7 @@ class LocalTrainer:
 
     def _generate(
         self,
-        model: torch.nn.Module,
+        model: PreTrainedModel,
         rows: list[dict[str, Any]],
         uids: list[str],
         view: str,
@@ -229,6 +233,7 @@ class LocalTrainer:
             logp, ent, cert = token_logprobs(self.policy, batch, rows, temperature, with_stats=True)
             ref_logp, _, _ = token_logprobs(self.ref, batch, rows, temperature)
             for key, value in zip(parts, (logp, ref_logp, ent, cert), strict=True):
+                assert value is not None  # with_stats=True returns entropy and self-certainty
                 parts[key].append(value)
         batch.stats = {k: torch.cat(v) for k, v in parts.items()}
 
@@ -264,7 +269,7 @@ class LocalTrainer:
         self.scheduler.step()
         n_views = len(batches)
         return {"pg_loss": pg_total / n_views, "kl_mean": kl_total / n_views, "clipfrac": clip_total / n_views,
-                "grad_norm": float(grad_norm), "lr": lr}  # fmt: skip
+                "grad_norm": float(grad_norm), "lr": float(lr)}  # fmt: skip
 
     def train_step(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()

@@ -6,12 +6,12 @@ from typing import Any
 
 import torch
 
+from corewarding.lm.rollout import RolloutBatch
 from corewarding.methods import majority_voting
 from corewarding.methods.base import Rollout
 from corewarding.methods.registry import MethodSpec
 from corewarding.methods.summary import summarize
 from corewarding.methods.voting import Voter
-from corewarding.training.rollout import RolloutBatch
 
 
 def _as_rollouts(batches: dict[str, RolloutBatch]) -> tuple[list[Rollout], list[tuple[str, int]]]:

@@ -7,7 +7,6 @@ time and adds the resume time to ``resumed_at``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+
+from corewarding.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +31,6 @@ BOOKKEEPING = (":!dvc.lock", ":!params.yaml")
 def utc_now() -> str:
     """ISO 8601 UTC with a ``Z`` suffix, to the second."""
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def code_version() -> str:

@@ -12,8 +12,8 @@ import pytest
 
 from corewarding.cli import main
 from corewarding.config import compose_config
-from corewarding.data.io import SourceError
 from corewarding.data.prepare import prepare, report_path
+from corewarding.files import SourceError
 from corewarding.pipeline.cells import Selection, plan_cells
 from corewarding.training.local import total_steps
 

@@ -89,7 +89,7 @@ class ScriptedGenerator:
 
 
 def _rows(n: int) -> list[dict]:
-    from corewarding.data.schema import make_row
+    from corewarding.rows import make_row
 
     return [make_row(f"Question {i}: add 12 and {30 + i}.", str(42 + i), i, "train") for i in range(n)]
 
@@ -182,8 +182,8 @@ def test_release_placeholder_counts(
 
 
 def test_verl_pair_with_mismatched_answers_is_refused(tmp_path: Path) -> None:
-    from corewarding.data.io import SourceError, write_parquet_atomic
-    from corewarding.data.schema import make_row
+    from corewarding.files import SourceError, write_parquet_atomic
+    from corewarding.rows import make_row
 
     write_parquet_atomic([make_row("What is 12 + 30?", "42", 0, "train")], tmp_path / "o.parquet")
     write_parquet_atomic([make_row("Mia has 12 and 30 more?", "41", 0, "train")], tmp_path / "r.parquet")
@@ -194,8 +194,8 @@ def test_verl_pair_with_mismatched_answers_is_refused(tmp_path: Path) -> None:
 
 
 def test_prepared_set_is_required_before_rephrasing(tmp_path: Path) -> None:
-    from corewarding.data.io import SourceError
     from corewarding.data.rephrase.run import rephrase
+    from corewarding.files import SourceError
 
     cfg = compose_config(["datasource=tiny", f"paths.data_dir={tmp_path}"], "data")
     with pytest.raises(SourceError, match="corewarding data prepare tiny"):

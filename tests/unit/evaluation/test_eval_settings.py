@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import ConfigError, compose_config
-from corewarding.data.io import SourceError, write_parquet_atomic
-from corewarding.data.schema import SYSTEM_PROMPT, make_row
 from corewarding.evaluation.benchmarks import load_problems
 from corewarding.evaluation.settings import benchmark_configs, check_eval, expand_benchmarks, known_benchmarks
 from corewarding.evaluation.targets import folder_fingerprint, model_target, select_steps
+from corewarding.files import SourceError, write_parquet_atomic
+from corewarding.rows import SYSTEM_PROMPT, make_row
 
 MATH = ["math500", "gsm8k", "amc", "aime24", "aime25", "minerva_math", "olympiadbench", "math_test"]
 
@@ -98,7 +98,7 @@ def test_a_folder_fingerprint_follows_its_weights(tmp_path: Path) -> None:
 
 
 def test_a_hub_id_resolves_to_its_commit_from_the_local_cache(tmp_path: Path, monkeypatch, artifacts_dir: Path) -> None:
-    from corewarding.tiny_model import build_tiny_model
+    from corewarding.tiny.model import build_tiny_model
 
     tiny = build_tiny_model(artifacts_dir / "tiny-model-sft0")
     commit = "0123456789abcdef0123456789abcdef01234567"

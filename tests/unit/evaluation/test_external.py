@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
-from corewarding.data.schema import SYSTEM_PROMPT
 from corewarding.evaluation.external import BENCHMARKS, ToolMissing, missing_reason, run_external
 from corewarding.evaluation.external.crux import build_zeroeval_infer_command, parse_crux_row
 from corewarding.evaluation.external.livecodebench import build_lcb_command, find_lcb_eval_file, parse_lcb_eval
 from corewarding.evaluation.external.lm_eval_tasks import build_lm_eval_call, parse_lm_eval_results
+from corewarding.rows import SYSTEM_PROMPT
 
 HAS_LM_EVAL = importlib.util.find_spec("lm_eval") is not None
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -311,7 +311,7 @@ IFEVAL_DOCS = [  # google/IFEval's row format; instructions whose checkers need 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_LM_EVAL, reason="needs lm-eval (pip install 'corewarding[eval]')")
 def test_real_ifeval_run_on_the_tiny_model(tmp_path: Path, artifacts_dir: Path) -> None:
-    from corewarding.tiny_model import build_tiny_model
+    from corewarding.tiny.model import build_tiny_model
 
     model_dir = build_tiny_model(artifacts_dir / "tiny-model-sft0")
     data = tmp_path / "ifeval.jsonl"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from corewarding.data.io import write_parquet_atomic
-from corewarding.data.schema import make_row
-from corewarding.evaluation.generation import Completion, SamplingSettings
 from corewarding.evaluation.harness import evaluate_targets
 from corewarding.evaluation.settings import benchmark_configs
 from corewarding.evaluation.targets import Target
+from corewarding.files import write_parquet_atomic
+from corewarding.lm.generation import Completion, SamplingSettings
+from corewarding.rows import make_row
 
 GOLDS = ["142", "\\frac{1}{2}", "7"]
 RESPONSES = {

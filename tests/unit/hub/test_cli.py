@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.hub.cli import add_subcommands
+from corewarding.cli.hub import add_subcommands
 
 
 def run(argv: list[str]) -> int:

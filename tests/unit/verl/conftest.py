@@ -13,8 +13,8 @@ from tensordict import TensorDict
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 from verl import DataProto
 
-from corewarding.tiny_model import build_tiny_model
-from corewarding.training.rollout import RolloutBatch
+from corewarding.lm.rollout import RolloutBatch
+from corewarding.tiny.model import build_tiny_model
 
 GROUND_TRUTHS = {"q0": "5", "q1": "8"}
 # Answers per question and view: votes, a tie (q1 original: 7 and 8 twice each, 7 first), empty answers, and a

@@ -16,10 +16,10 @@ from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logit
 from verl.workers.reward_manager import get_reward_manager_cls
 
 from corewarding import methods
+from corewarding.lm.rollout import RolloutBatch, token_logprobs
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import Voter
 from corewarding.training.rewards import score_step
-from corewarding.training.rollout import RolloutBatch, token_logprobs
 from corewarding.training.verl.worker import SelfCertaintyProbe
 
 TEMPERATURE = 0.7

@@ -21,7 +21,7 @@ found = {
     "batch": sorted(k for k in REWARD_MANAGER_REGISTRY if k.startswith("corewarding_")),
     "loop": sorted(k for k in REWARD_MANAGER if k.startswith("corewarding_")),
 }
-import corewarding.training.verl.cli, corewarding.training.verl.launch, corewarding.training.verl.runner
+import corewarding.cli.verl, corewarding.training.verl.launch, corewarding.training.verl.runner
 import corewarding.training.verl.trainer, corewarding.training.verl.worker, corewarding.training.verl.merge
 found["gpu_modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "flash_attn", "sglang"))
 print(json.dumps(found))

@@ -42,7 +42,7 @@ class TransformersGenerator:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from corewarding.training.inputs import load_tokenizer
+        from corewarding.lm.loading import load_tokenizer
 
         self.torch = torch
         self.spec = spec

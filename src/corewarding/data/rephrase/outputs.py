@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corewarding.data.io import atomic_path, write_json_atomic, write_parquet_atomic
 from corewarding.data.prepare import report_path
 from corewarding.data.quality import QualityReport
-from corewarding.data.schema import ground_truth_of, question_of
+from corewarding.files import atomic_path, write_json_atomic, write_parquet_atomic
+from corewarding.rows import ground_truth_of, question_of
 
 ON_FAILURE = ("keep_original", "drop")
 

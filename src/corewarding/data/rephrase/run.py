@@ -19,15 +19,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from corewarding.data.io import SourceError, atomic_path, parse_json, read_text, read_verl_rows
 from corewarding.data.models import resolve_model_source
 from corewarding.data.quality import QualityReport
 from corewarding.data.rephrase.generators import Generator, check_backend, make_generator
 from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outputs
 from corewarding.data.rephrase.parse import Verdict, parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, rephrase_messages
-from corewarding.data.schema import question_of
 from corewarding.data.settings import check_rephrase
+from corewarding.files import SourceError, atomic_path, parse_json, read_text, read_verl_rows
+from corewarding.rows import question_of
 
 log = logging.getLogger(__name__)
 

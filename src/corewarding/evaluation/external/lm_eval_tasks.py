@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from corewarding.data.schema import SYSTEM_PROMPT
 from corewarding.evaluation.external.common import (
     EVAL_EXTRA,
     ExternalResult,
@@ -23,6 +22,7 @@ from corewarding.evaluation.external.common import (
     module_missing,
     write_json_atomic,
 )
+from corewarding.rows import SYSTEM_PROMPT
 
 logger = logging.getLogger(__name__)
 

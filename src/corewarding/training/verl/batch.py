@@ -14,7 +14,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 from verl import DataProto
 
-from corewarding.training.rollout import RolloutBatch
+from corewarding.lm.rollout import RolloutBatch
 
 VIEW_KEY = "cr_view"
 GROUP_KEY = "cr_group"

@@ -57,7 +57,8 @@ def check_verl_config(verl_cfg: DictConfig) -> list[str]:
 
 def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, object]:
     """Filter and write the run's verl inputs (as the local backend filters), ``inputs.json`` and the configs."""
-    from corewarding.training.inputs import base_model_source, load_tokenizer, load_training_rows
+    from corewarding.lm.loading import base_model_source, load_tokenizer
+    from corewarding.training.inputs import load_training_rows
     from corewarding.training.local import total_steps, training_config_hash
     from corewarding.training.verl.data import write_verl_inputs
 

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from corewarding.answers import last_boxed_only_string, strict_score
-from corewarding.data.schema import SYSTEM_PROMPT, ground_truth_of
-from corewarding.data.tiny import TinyDataset, make_tiny_dataset
+from corewarding.rows import SYSTEM_PROMPT, ground_truth_of
+from corewarding.tiny.data import TinyDataset, make_tiny_dataset
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corewarding.data.io import write_parquet_atomic
-from corewarding.data.schema import make_row
+from corewarding.files import write_parquet_atomic
+from corewarding.rows import make_row
 
 logger = logging.getLogger(__name__)
 

@@ -75,7 +75,7 @@ def _report(args: argparse.Namespace) -> int:
     """Write the reproduction report of a matrix as one HTML file (atomically: a reader never sees half of it)."""
     import duckdb
 
-    from corewarding.data.io import atomic_path
+    from corewarding.files import atomic_path
     from corewarding.results.report import ReportError, build_report
     from corewarding.results.schema import SchemaError
     from corewarding.results.store import StoreBusyError, StoreDamagedError

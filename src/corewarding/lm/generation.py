@@ -65,7 +65,7 @@ class TransformersGenerator:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from corewarding.training.inputs import load_tokenizer
+        from corewarding.lm.loading import load_tokenizer
 
         torch_dtype = getattr(torch, dtype)
         if device == "cpu" and torch_dtype == torch.bfloat16:
@@ -81,7 +81,7 @@ class TransformersGenerator:
     ) -> list[list[Completion]]:
         import torch
 
-        from corewarding.training.rollout import Sampling, chat_prompts, generate
+        from corewarding.lm.rollout import Sampling, chat_prompts, generate
 
         torch.manual_seed(seed)
         settings = Sampling(
@@ -115,7 +115,7 @@ class VLLMGenerator:
     def __init__(self, model_path: str, settings: DictConfig, seed: int) -> None:
         from vllm import LLM
 
-        from corewarding.training.inputs import load_tokenizer
+        from corewarding.lm.loading import load_tokenizer
 
         self.tokenizer = load_tokenizer(model_path)
         self.llm = LLM(
@@ -133,7 +133,7 @@ class VLLMGenerator:
     ) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        from corewarding.training.rollout import chat_prompts
+        from corewarding.lm.rollout import chat_prompts
 
         prompts = chat_prompts(self.tokenizer, list(conversations))
         params = [

@@ -8,15 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[3]  # flows/ lives at the top of the checkout, beside src/
-
-
-def _import_flows() -> None:
-    """Make the top-level ``flows`` package importable from the console script."""
-    if not (REPO / "flows" / "pipeline.py").is_file():
-        raise FileNotFoundError(f"{REPO / 'flows'}: the Prefect flows ship with the source checkout (pip install -e .)")
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[3]  # the checkout (src/corewarding/cli/ -> its root): deploy's default --root
 
 
 def _listing(value: str | None) -> list[str] | None:
@@ -60,7 +52,6 @@ def _run(args: argparse.Namespace) -> int:
     from corewarding.pipeline.pool_checks import check_pipeline
     from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 
-    _import_flows()
     try:
         with interruptible(), prefect_api(Path.cwd()) as api_url:
             if settings.work_pool:  # a typo'd pool, a server that is down, a missing store: one line, before any work
@@ -121,7 +112,6 @@ def _cell_step(args: argparse.Namespace) -> int:
 
 
 def _deploy(args: argparse.Namespace) -> int:
-    _import_flows()
     from flows import deploy
 
     if args.serve:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -68,6 +69,15 @@ def disk_full(exc: BaseException | None) -> bool:
             return True
         exc = exc.__context__
     return False
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path) -> None:

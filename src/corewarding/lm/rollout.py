@@ -53,7 +53,7 @@ class RolloutBatch:
 
 def chat_prompts(tokenizer: PreTrainedTokenizerBase, messages: list[list[dict[str, str]]]) -> list[str]:
     """Render chat messages with the tokenizer's chat template and the assistant generation prompt."""
-    return [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages]
+    return [str(tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)) for m in messages]
 
 
 def _response_mask(response_ids: torch.Tensor, eos_ids: set[int]) -> tuple[torch.Tensor, list[bool]]:
@@ -92,7 +92,7 @@ def generate(
     configured = model.generation_config.eos_token_id
     configured = configured if isinstance(configured, list) else [configured]
     eos_ids = {tokenizer.eos_token_id, *configured} - {None}
-    out = model.generate(
+    out = model.generate(  # type: ignore[operator]  # the stubs resolve generate through nn.Module.__getattr__
         input_ids=enc["input_ids"],
         attention_mask=enc["attention_mask"],
         max_new_tokens=sampling.max_new_tokens,

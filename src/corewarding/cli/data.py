@@ -73,7 +73,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _tiny(args: argparse.Namespace) -> int:
     from corewarding.config import compose_config
-    from corewarding.data.tiny import write_tiny_dataset
+    from corewarding.tiny.data import write_tiny_dataset
 
     cfg = compose_config(["dataset=tiny", *args.overrides])
     paths = write_tiny_dataset(Path(cfg.dataset.train_files).parent, **dict(cfg.dataset.tiny))

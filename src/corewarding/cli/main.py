@@ -37,7 +37,7 @@ def _matrix_list(args: argparse.Namespace) -> int:
 
 
 def _rewards_score(args: argparse.Namespace) -> int:
-    from corewarding.data.io import SourceError
+    from corewarding.files import SourceError
     from corewarding.methods.voting import Voter, voter_from_config
     from corewarding.rescore import score_file
 
@@ -88,7 +88,7 @@ def _train_cell(args: argparse.Namespace) -> int:
 
     cfg = compose_config(args.overrides)  # a bad override fails here, in a second, before torch is imported
     if cfg.backend == "verl":
-        from corewarding.training.verl.cli import train as train_verl
+        from corewarding.cli.verl import train as train_verl
 
         return train_verl(cfg, args.run_dir, args.dry_run)
     if args.dry_run:
@@ -112,7 +112,8 @@ def _checkpoint_convert(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from corewarding.demo import format_table, run_demo
+    from corewarding.cli.demo import run_demo
+    from corewarding.pipeline.report import format_table
 
     rows = run_demo(args.matrix, args.runs_dir, args.overrides)
     print(format_table(rows))
@@ -121,8 +122,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from corewarding.data import cli as data_cli
-    from corewarding.training.verl import cli as verl_cli
+    from corewarding.cli import data as data_cli
+    from corewarding.cli import verl as verl_cli
 
     parser = argparse.ArgumentParser(prog="corewarding", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -175,19 +176,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--runs-dir", default="runs/demo", help="apart from runs/ so single-cell runs never collide")
     demo.set_defaults(func=_demo)
 
-    from corewarding.results.cli import add_subcommands as add_results_subcommands
+    from corewarding.cli.results import add_subcommands as add_results_subcommands
 
     add_results_subcommands(sub)
 
-    from corewarding.evaluation.cli import add_subcommands as add_evaluation_subcommands
+    from corewarding.cli.evaluate import add_subcommands as add_evaluation_subcommands
 
     add_evaluation_subcommands(sub)
 
-    from corewarding.pipeline.cli import add_subcommands as add_pipeline_subcommands
+    from corewarding.cli.pipeline import add_subcommands as add_pipeline_subcommands
 
     add_pipeline_subcommands(sub)
 
-    from corewarding.hub.cli import add_subcommands as add_hub_subcommands
+    from corewarding.cli.hub import add_subcommands as add_hub_subcommands
 
     add_hub_subcommands(sub)
     return parser
@@ -201,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from corewarding.config import ConfigError
-    from corewarding.data.io import SourceError
+    from corewarding.files import SourceError
     from corewarding.pipeline.dvc import DvcError
     from corewarding.pipeline.pool_checks import PoolError
     from corewarding.pipeline.store import StoreError
@@ -247,7 +248,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
