@@ -87,16 +87,19 @@ def _train_cell(args: argparse.Namespace) -> int:
     from corewarding.config import compose_config
 
     cfg = compose_config(args.overrides)  # a bad override fails here, in a second, before torch is imported
-    if cfg.backend == "verl":
-        from corewarding.cli.verl import train as train_verl
+    if cfg.backend == "verl" and args.dry_run:
+        from corewarding.cli.verl import dry_run
 
-        return train_verl(cfg, args.run_dir, args.dry_run)
+        return dry_run(cfg, args.run_dir)
     if args.dry_run:
         print(json.dumps({"backend": "local", "dry_run": True, "config": "valid"}))
         return 0
-    from corewarding.training.local import train
+    from corewarding.cli.verl import print_launch
+    from corewarding.training import backend
 
-    result = train(cfg, Path(args.run_dir) if args.run_dir else None, trust_unverified=args.trust_unverified)
+    result = backend.train(cfg, Path(args.run_dir) if args.run_dir else None, trust_unverified=args.trust_unverified)
+    if not isinstance(result, backend.RunResult):
+        return print_launch(result, None)
     last = result.metrics[-1] if result.metrics else {}
     print(json.dumps({"run_dir": str(result.run_dir), "steps": result.steps, "last": last}))
     return 0

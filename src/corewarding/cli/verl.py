@@ -14,28 +14,31 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import compose_config
 from corewarding.matrix import parse_cell_id
-from corewarding.training.verl.plan import plan_cell, table
+from corewarding.training.common import cell_of
+from corewarding.training.verl.launch import VerlLaunch
+from corewarding.training.verl.plan import ResourcePlan, plan_cell, table
 
 
-def train(cfg: DictConfig, run_dir: str | None, dry_run: bool) -> int:
-    """Train (or with ``dry_run`` only validate) ``cfg``'s cell with verl; prints one JSON line.
-
-    The dry run also prints the cell's memory and disk estimate as a table row and refuses (exit 2, one line) a cell
-    that does not fit ``verl.gpu_memory_gb`` / ``host_memory_gb`` / ``disk_gb``.
-    """
+def dry_run(cfg: DictConfig, run_dir: str | None) -> int:
+    """Validate ``cfg``'s verl cell without training: one JSON line, after the cell's memory and disk estimate as a
+    table row; a cell that does not fit ``verl.gpu_memory_gb`` / ``host_memory_gb`` / ``disk_gb`` is refused (exit
+    2, one line)."""
     from corewarding.training.verl.launch import train_verl
 
-    run = train_verl(cfg, Path(run_dir) if run_dir else None, dry_run=dry_run)
-    plan = None
-    if dry_run:
-        plan = plan_cell(cfg, str(run.verl_config.actor_rollout_ref.ref.fsdp_config.model_dtype))
-        print(table([plan]))
-        if not plan.fits:
-            print(f"error: {plan.cell_id} does not fit: {'; '.join(plan.problems)}", file=sys.stderr)
-            return 2
+    run = train_verl(cfg, Path(run_dir) if run_dir else None, dry_run=True)
+    plan = plan_cell(cfg, str(run.verl_config.actor_rollout_ref.ref.fsdp_config.model_dtype))
+    print(table([plan]))
+    if not plan.fits:
+        print(f"error: {plan.cell_id} does not fit: {'; '.join(plan.problems)}", file=sys.stderr)
+        return 2
+    return print_launch(run, plan)
+
+
+def print_launch(run: VerlLaunch, plan: ResourcePlan | None) -> int:
+    """One JSON line: the verl cell launched (or, with a plan, only validated)."""
     summary = {
         "backend": "verl",
-        "dry_run": dry_run,
+        "dry_run": plan is not None,
         "cell_id": run.verl_config.corewarding.cell_id,
         "run_dir": str(run.run_dir),
         "gpus": int(run.verl_config.trainer.n_gpus_per_node) * int(run.verl_config.trainer.nnodes),
@@ -73,7 +76,6 @@ def show(args: argparse.Namespace) -> int:
         print(OmegaConf.to_yaml(cfg), end="")
         return 0
     from corewarding.matrix import run_dir
-    from corewarding.training.verl.verl_config import cell_of
 
     print(verl_yaml(to_verl_config(cfg, run_dir(cell_of(cfg), cfg.paths.runs_dir).as_posix())), end="")
     return 0

@@ -18,6 +18,9 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from corewarding.pipeline.cells import CellPlan
+from corewarding.training import backend
+from corewarding.training.common import training_config_hash
+from corewarding.training.run_record import data_files, read_record
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +47,11 @@ class EvaluationFailed(RuntimeError):
 
 # ---- train -------------------------------------------------------------------------------------------------------
 def _config_hash(plan: CellPlan) -> str:
-    from corewarding.training.local import training_config_hash
-
     return training_config_hash(plan.cfg)
 
 
 def is_trained(plan: CellPlan) -> bool:
     """The run finished under the cell's current training configuration and on the same data files."""
-    from corewarding.training.run_record import data_files, read_record
-
     record = read_record(plan.run_dir)
     if not (record and record.get("status") == "finished" and record.get("config_hash") == _config_hash(plan)):
         return False
@@ -66,8 +65,6 @@ def supersede_run(plan: CellPlan) -> Path | None:
     """Move the cell's run aside when it is not to be resumed: trained under another configuration, or finished
     (a finished run is trained again only when forced or its data changed). Nothing is deleted; returns where it
     went, or None for no run or an interrupted one of this configuration."""
-    from corewarding.training.run_record import read_record
-
     record = read_record(plan.run_dir) or {}
     old = record.get("config_hash")
     if not old or not (old != _config_hash(plan) or record.get("status") == "finished"):
@@ -93,15 +90,8 @@ def train_cell(plan: CellPlan, force: bool = False) -> StepResult:
     if not force and is_trained(plan):
         return StepResult(plan.cell_id, "train", "skipped", {"reason": "finished under this configuration"})
     moved = supersede_run(plan)
-    if plan.cfg.backend == "verl":
-        from corewarding.training.verl.launch import train_verl
-
-        train_verl(plan.cfg, plan.run_dir)
-        steps = None
-    else:
-        from corewarding.training.local import train
-
-        steps = train(plan.cfg, plan.run_dir, progress=False).steps
+    result = backend.train(plan.cfg, plan.run_dir, progress=False)
+    steps = result.steps if isinstance(result, backend.RunResult) else None
     detail: dict[str, Any] = {"run_dir": str(plan.run_dir), "steps": steps}
     if moved:
         detail["superseded"] = str(moved)

@@ -8,7 +8,6 @@ one optimizer step on the PPO clip loss plus the k3 KL loss, token-mean per micr
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import math
@@ -16,7 +15,6 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +29,12 @@ from corewarding import matrix, methods
 from corewarding.answers import strict_score
 from corewarding.lm.loading import load_base_model
 from corewarding.lm.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
-from corewarding.matrix import Cell
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
+from corewarding.training.common import RunResult, cell_of, total_steps, training_config_hash
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_training_rows
 from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
@@ -49,16 +47,6 @@ log = logging.getLogger(__name__)
 METRICS_FILE = "metrics.jsonl"
 
 
-@dataclass
-class RunResult:
-    """What a finished (or stopped) run leaves behind."""
-
-    run_dir: Path
-    steps: int
-    seconds: float
-    metrics: list[dict[str, Any]]
-
-
 def batch_indices(n_rows: int, batch_size: int, data_seed: int, step: int) -> list[int]:
     """The rows of 0-based step ``step``: a seeded permutation per epoch, drop_last (the data position is the step)."""
     per_epoch = n_rows // batch_size
@@ -67,27 +55,6 @@ def batch_indices(n_rows: int, batch_size: int, data_seed: int, step: int) -> li
     for _ in range(epoch + 1):
         perm = torch.randperm(n_rows, generator=generator)
     return perm[offset * batch_size : (offset + 1) * batch_size].tolist()
-
-
-def total_steps(cfg: DictConfig, n_rows: int) -> int:
-    """``schedule.total_steps`` or floor(N / B) * epochs."""
-    batch = int(cfg.grpo.train_batch_size)
-    if n_rows < batch:
-        raise ValueError(f"{n_rows} training rows is fewer than grpo.train_batch_size={batch}")
-    return int(cfg.schedule.total_steps or (n_rows // batch) * int(cfg.schedule.epochs))
-
-
-def training_config_hash(cfg: DictConfig) -> str:
-    """A hash of everything that shapes training (not where files go or are published, not thread counts, not
-    verl-only settings)."""
-    ignored = ("paths", "torch_threads", "verl", "hub")
-    container = OmegaConf.to_container(cfg)
-    assert isinstance(container, dict)  # a composed config is a mapping
-    relevant = {k: v for k, v in container.items() if k not in ignored}
-    base = relevant.get("base_model")
-    if isinstance(base, dict):  # base_model.shape: the model's size for the verl plan, a fact and not a setting
-        relevant["base_model"] = {k: v for k, v in base.items() if k != "shape"}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _seed_everything(seed: int) -> None:
@@ -378,10 +345,6 @@ def append_line(path: Path, line: str) -> None:
         ) from exc
     finally:
         os.close(fd)
-
-
-def cell_of(cfg: DictConfig) -> Cell:
-    return Cell(str(cfg.method.name), str(cfg.base_model.name), str(cfg.dataset.name))
 
 
 def train(

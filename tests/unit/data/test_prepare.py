@@ -15,7 +15,7 @@ from corewarding.config import compose_config
 from corewarding.data.prepare import prepare, report_path
 from corewarding.files import SourceError
 from corewarding.pipeline.cells import Selection, plan_cells
-from corewarding.training.local import total_steps
+from corewarding.training.common import total_steps
 
 UPSTREAM = "upstream/math"
 

@@ -15,7 +15,7 @@ from corewarding.data.rephrase.parse import parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, PLACEHOLDER, RESULT_END, RESULT_START, rephrase_messages
 from corewarding.data.rephrase.run import rephrase_chunk, row_seed
 from corewarding.pipeline.cells import Selection, plan_cells
-from corewarding.training.local import total_steps
+from corewarding.training.common import total_steps
 
 CHECKS = OmegaConf.create(
     {

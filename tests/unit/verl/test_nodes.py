@@ -16,9 +16,10 @@ from omegaconf import OmegaConf
 from corewarding.cli import main
 from corewarding.config import ConfigError, compose_config
 from corewarding.matrix import run_dir
+from corewarding.training.common import cell_of
 from corewarding.training.verl.launch import check_verl_config
 from corewarding.training.verl.snapshot import HEADER, default_dir
-from corewarding.training.verl.verl_config import cell_of, to_verl_config, verl_yaml
+from corewarding.training.verl.verl_config import to_verl_config, verl_yaml
 
 CELL = ["method=gt_grpo", "base_model=qwen3-8b-base", "dataset=math"]
 HEAD = "10.0.0.1:6379"

@@ -15,6 +15,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from corewarding.config import ConfigError, compose_config
 from corewarding.matrix import load_matrix
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS
+from corewarding.training.common import training_config_hash
 from corewarding.training.verl.plan import model_shape, plan_cell
 
 GIB = 2**30
@@ -173,7 +174,6 @@ def test_dry_run_refuses_a_cell_that_does_not_fit_in_one_line(tmp_path: Path) ->
 
 def test_the_shape_keys_leave_the_training_hash_alone() -> None:
     """base_model.shape is a fact for the plan: a run trained before it existed resumes, the pipeline keeps it."""
-    from corewarding.training.local import training_config_hash  # torch: only this test needs it
 
     cell = ["method=gt_grpo", "base_model=qwen3-8b-base", "dataset=math"]
     cfg = cfg_of(*cell)

@@ -15,8 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from corewarding import matrix
 from corewarding.backends import require_backend
 from corewarding.config import ConfigError
+from corewarding.training import run_record
+from corewarding.training.common import cell_of, total_steps, training_config_hash
 from corewarding.training.verl.rotation import TRACKER
-from corewarding.training.verl.verl_config import cell_of, to_verl_config, trains_pairs, verl_yaml
+from corewarding.training.verl.verl_config import to_verl_config, trains_pairs, verl_yaml
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +61,6 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
     """Filter and write the run's verl inputs (as the local backend filters), ``inputs.json`` and the configs."""
     from corewarding.lm.loading import base_model_source, load_tokenizer
     from corewarding.training.inputs import load_training_rows
-    from corewarding.training.local import total_steps, training_config_hash
     from corewarding.training.verl.data import write_verl_inputs
 
     config_hash = training_config_hash(cfg)
@@ -123,9 +124,6 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     if cfg.base_model.builder == "tiny" or cfg.dataset.name == "tiny":
         log.info("building the tiny model/data under %s", cfg.paths.artifacts_dir)
     prepare(cfg, run.verl_config, run.run_dir)
-    from corewarding.training import run_record
-    from corewarding.training.local import training_config_hash
-
     run_record.record_start(run.run_dir, cfg, training_config_hash(cfg), cell_of(cfg).cell_id)
     trainer = run.verl_config.trainer
     where = run.verl_config.ray_kwargs.ray_init.get("address") or "ray.init()'s default address"

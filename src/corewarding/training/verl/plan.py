@@ -28,7 +28,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.config import ConfigError
-from corewarding.training.verl.verl_config import cell_of, reference_dtype
+from corewarding.training.common import cell_of
+from corewarding.training.verl.verl_config import reference_dtype
 
 GB = 2**30
 OVERHEAD_GB = 2.0  # per device: CUDA context, NCCL buffers, allocator fragmentation (not modelled in detail)

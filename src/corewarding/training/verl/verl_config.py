@@ -20,7 +20,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from corewarding.config import ConfigError
-from corewarding.matrix import Cell
+from corewarding.training.common import cell_of
 
 PLUGIN_MODULE = "corewarding.training.verl.plugins"
 GT_LOOP_MANAGER = "corewarding_gt"
@@ -55,10 +55,6 @@ def _verl_base() -> DictConfig:
 def verl_base_config() -> DictConfig:
     """verl's ``ppo_trainer`` config with verl's own defaults (unresolved), a fresh copy each call."""
     return copy.deepcopy(_verl_base())
-
-
-def cell_of(cfg: DictConfig) -> Cell:
-    return Cell(str(cfg.method.name), str(cfg.base_model.name), str(cfg.dataset.name))
 
 
 def trains_pairs(cfg: DictConfig) -> bool:
