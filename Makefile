@@ -43,6 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests dashboard benchmarks flows
 	$(BIN)/ruff format --check src tests dashboard benchmarks flows
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache  # the floors contract in pyproject.toml: no upward import (docs/architecture.md)
 
 snapshots: $(STAMP)   # regenerate configs/snapshots/verl/ after a config change
 	$(BIN)/corewarding config snapshot

@@ -1,0 +1,49 @@
+"""The floors contract (pyproject.toml, run by `make lint`): kept by the checkout, broken by an upward import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+pytestmark = pytest.mark.skipif(not LINT_IMPORTS.is_file(), reason="import-linter is not installed (the dev extra)")
+
+
+def _copy_checkout(tmp_path: Path) -> Path:
+    """The packages and the contract, copied: the test edits the copy, never the checkout."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "src" / "corewarding", copy / "src" / "corewarding", ignore=shutil.ignore_patterns("*.pyc"))
+    for package in ("flows", "dashboard"):
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    return copy
+
+
+def _lint_imports(checkout: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports on ``checkout``: its packages first on the path, so the copy is what is analysed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout / "src"), str(checkout)])}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=checkout, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_checkout_keeps_the_floors(tmp_path: Path) -> None:
+    result = _lint_imports(_copy_checkout(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path: Path) -> None:
+    checkout = _copy_checkout(tmp_path)
+    files = checkout / "src" / "corewarding" / "files.py"
+    files.write_text(files.read_text() + "\n\ndef _upward() -> None:\n    from corewarding.training import backend\n")
+    result = _lint_imports(checkout)
+    assert result.returncode == 1
+    assert "corewarding.files -> corewarding.training.backend" in result.stdout
