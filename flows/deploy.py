@@ -8,10 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prefect import deploy
+from prefect import serve as prefect_serve
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import DeploymentUpdate, WorkPoolCreate
 from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
+from prefect.workers.process import ProcessWorker
 
 from corewarding.pipeline.settings import deployment_specs
 from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PULL_STEP
@@ -25,7 +28,6 @@ CELL_ENTRYPOINT = "flows/cell.py:cell"
 
 
 def _ensure_process_pool(name: str) -> None:
-    from prefect.workers.process import ProcessWorker
 
     with get_client(sync_client=True) as client:
         try:
@@ -66,7 +68,6 @@ def deploy_to_pool(
 ) -> list[str]:
     """Register the scheduled pipeline deployments on ``work_pool`` and the cell deployment of each pool that runs
     cells (``work_pool``, and ``cell_pool`` whose workers then take the scheduled runs' cells); returns ids."""
-    from prefect import deploy
 
     pools = list(dict.fromkeys([work_pool, *([cell_pool] if cell_pool else [])]))
     if create_pool:
@@ -100,7 +101,6 @@ def deploy_to_pool(
 
 def serve(config: Sequence[str] = ()) -> None:
     """Register the configured deployments and run their flow runs in this process's children until stopped."""
-    from prefect import serve as prefect_serve
 
     prefect_serve(
         *(

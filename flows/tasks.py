@@ -17,7 +17,7 @@ from prefect.states import State
 from corewarding.pipeline import dvc, sharing, steps
 from corewarding.pipeline.cells import CellPlan, Selection, plan_cell, plan_cells
 from corewarding.pipeline.jobs import CellJob
-from corewarding.pipeline.report import CellReport, PipelineReport
+from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, io_retries
 
 
@@ -146,7 +146,6 @@ def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: Pipeli
 
 def finish(report: PipelineReport) -> dict[str, Any]:
     """The run's report; raises PipelineFailed (the flow run fails, naming the cells) when anything failed."""
-    from corewarding.pipeline.report import PipelineFailed
 
     if not report.ok:
         raise PipelineFailed(report)

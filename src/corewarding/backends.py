@@ -47,6 +47,6 @@ def require_backend(
 
 
 def _cuda_visible() -> bool:
-    import torch
+    import torch  # torch: imported when used
 
     return bool(torch.cuda.is_available())

@@ -85,9 +85,9 @@ def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path)
 
     Text columns are written as ``string`` (not pandas 3's ``large_string``), the type of the reference files.
     """
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pandas as pd  # pandas: imported when used
+    import pyarrow as pa  # pyarrow: imported when used
+    import pyarrow.parquet as pq  # pyarrow: imported when used
 
     frame = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(frame)
     table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -241,7 +241,7 @@ def read_verl_rows(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (prepare the data first: corewarding data prepare)")
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # pyarrow: imported when used
 
     try:
         table = pq.read_table(path)

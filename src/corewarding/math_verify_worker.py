@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import signal
+import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -56,7 +58,7 @@ def prepare_for_parse(text: str) -> str:
 
 def parse_math(text: str) -> list[Any]:
     """Parse ``text`` with math-verify's default config (bare answers wrapped first; no internal timeout)."""
-    from math_verify import parse
+    from math_verify import parse  # math_verify: imported when used
 
     prepared = prepare_for_parse(text)
     parsed = parse(prepared, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
@@ -97,7 +99,7 @@ def compare_in_process(answer: str, gold: str, parse: Parser = parse_math) -> tu
     >>> compare_in_process(r"\dfrac12", "0.5")
     (True, '')
     """
-    from math_verify import verify
+    from math_verify import verify  # math_verify: imported when used
 
     parsed_gold = parse(gold)
     if not parsed_gold:
@@ -124,8 +126,6 @@ def warm_up() -> None:
 
 def worker_main(conn: Connection) -> None:
     """Loop of a worker process: receive a batch ``[(task_id, answer, gold), ...]``, reply once per item."""
-    import signal
-    import traceback
 
     # Ctrl-C goes to the whole process group; the parent shuts the workers down itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

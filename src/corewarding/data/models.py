@@ -12,14 +12,16 @@ def resolve_model_source(name: str, cfg: DictConfig) -> str:
     """A loadable model source: ``base_model`` means cfg.base_model (the tiny one is built here if missing)."""
     if name != "base_model":
         return name
-    from corewarding.lm.loading import base_model_source
+    from corewarding.lm.loading import base_model_source  # torch: imported when used
 
     return base_model_source(cfg)
 
 
 def load_tokenizer(name: str, cfg: DictConfig) -> PreTrainedTokenizerBase:
     """Load a tokenizer by config name; a failure names it and says how to skip the check."""
-    from corewarding.lm.loading import load_tokenizer as load_base_tokenizer
+    from corewarding.lm.loading import (
+        load_tokenizer as load_base_tokenizer,  # torch: imported when used
+    )
 
     source = resolve_model_source(name, cfg)
     try:

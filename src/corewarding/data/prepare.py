@@ -15,6 +15,7 @@ from corewarding.data.settings import check_validate
 from corewarding.data.sources import Records, columns_of, load_source
 from corewarding.files import SourceError, write_json_atomic, write_parquet_atomic
 from corewarding.rows import make_row
+from corewarding.tiny.data import make_tiny_dataset
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ def report_path(output: Path) -> Path:
 def _generated(spec: DictConfig) -> tuple[Records, str]:
     if spec.generator != "tiny":
         raise SourceError(f"datasource.generator={spec.generator!r}: expected tiny or null")
-    from corewarding.tiny.data import make_tiny_dataset
 
     data = make_tiny_dataset(n_train=int(spec.tiny.n_train), n_test=0, seed=int(spec.tiny.seed))
     records = [
@@ -57,7 +57,7 @@ def prompt_length_counter(name: str | None, cfg: DictConfig) -> Callable[[list[d
     """A function counting chat-template prompt tokens under tokenizer ``name`` (None: no check)."""
     if not name:
         return None
-    from corewarding.data.models import load_tokenizer
+    from corewarding.data.models import load_tokenizer  # transformers: imported when used
 
     tokenizer = load_tokenizer(str(name), cfg)
 

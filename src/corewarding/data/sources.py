@@ -62,7 +62,7 @@ def read_local(path: Path) -> Records:
 
 def read_hub(hub_id: str, config: str | None, split: str) -> Records:
     """Load one split of a Hugging Face dataset (needs network access or the local datasets cache)."""
-    import datasets
+    import datasets  # datasets: imported when used
 
     try:
         dataset = datasets.load_dataset(hub_id, config, split=split)

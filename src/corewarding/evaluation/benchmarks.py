@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from corewarding.config import compose_config
 from corewarding.data.fields import get_path
 from corewarding.files import SourceError, read_verl_rows
 
@@ -33,8 +34,7 @@ def prepare_benchmark_data(cfg: DictConfig) -> Path:
     The prompt-length check is skipped (an evaluation set only flags long prompts, and its tokenizer may not be
     available offline); ``corewarding data prepare NAME`` runs it.
     """
-    from corewarding.config import compose_config
-    from corewarding.data.prepare import prepare
+    from corewarding.data.prepare import prepare  # pyarrow: imported when used
 
     spec = cfg.benchmark
     output = Path(str(spec.data_file))

@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from corewarding.evaluation.external import missing_reason, run_external
 from corewarding.evaluation.outputs import write_unit_outputs
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
@@ -32,7 +33,6 @@ def external_material(cfg: DictConfig, target: Target) -> dict[str, object]:
 
 def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> UnitOutcome:
     """Run one external benchmark for one target, unless it is done or its tool is missing."""
-    from corewarding.evaluation.external import missing_reason, run_external
 
     spec = cfg.benchmark
     name = str(spec.name)

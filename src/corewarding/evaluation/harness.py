@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.backends import BackendUnavailable
+from corewarding.equivalence import MathVerifyChecker
 from corewarding.evaluation.benchmarks import Problem, load_problems
 from corewarding.evaluation.external_units import evaluate_external_unit
 from corewarding.evaluation.outputs import (
@@ -157,7 +158,6 @@ def evaluate_targets(
     generator_factory: GeneratorFactory = load_generator,
 ) -> list[UnitOutcome]:
     """Evaluate every target on every benchmark config, then combine all units into ``out_dir/eval``."""
-    from corewarding.equivalence import MathVerifyChecker  # math-verify's parser: only when something is scored
 
     units_dir = out_dir / "eval" / "units"
     first = configs[0]

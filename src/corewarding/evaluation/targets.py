@@ -14,7 +14,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from corewarding.training.verl.merge import STEP_DIR, checkpoint_steps
+from corewarding.training.errors import CheckpointError
+from corewarding.training.verl.merge import STEP_DIR, checkpoint_steps, merge_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def folder_fingerprint(folder: Path) -> str:
 
 def resolve_hub_model(repo_id: str) -> tuple[str, str]:
     """The local snapshot folder of a Hub model and its commit (downloaded unless HF_HUB_OFFLINE=1 and cached)."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # huggingface_hub: imported when used
 
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
     try:
@@ -112,8 +113,6 @@ def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
         return saved
     merged = run_dir / "hf" / f"global_step_{step}"
     if not (merged / "config.json").is_file():
-        from corewarding.training.verl.merge import merge_checkpoint
-
         log.info("merging %s into %s", saved, merged)
         merge_checkpoint(run_dir, step)
     return merged
@@ -122,8 +121,10 @@ def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
 def verify_local_checkpoint(folder: Path) -> None:
     """Raise CheckpointError when ``folder``'s files differ from its manifest; warn when it has none."""
     # Imported here: checkpoint imports torch, which listing targets does not need.
-    from corewarding.training.checkpoint import MANIFEST, manifest_problem
-    from corewarding.training.errors import CheckpointError
+    from corewarding.training.checkpoint import (  # torch: imported when used
+        MANIFEST,
+        manifest_problem,
+    )
 
     if not (folder / MANIFEST).is_file():
         log.warning("%s has no %s: evaluating it unverified", folder, MANIFEST)
@@ -151,7 +152,9 @@ def select_steps(available: list[int], steps: str) -> list[int]:
 
 def base_model_target(run_dir: Path) -> Target:
     """The run's base model (the "before RL" row), from its saved config."""
-    from corewarding.lm.loading import base_model_source
+    from corewarding.lm.loading import (
+        base_model_source,  # torch: imported when used
+    )
 
     config = run_dir / "config.yaml"
     if not config.is_file():

@@ -20,6 +20,8 @@ from typing import Any
 from corewarding.files import write_json_atomic
 from corewarding.hub.folder import PublishFolder
 from corewarding.hub.push import PushResult, push_folder, remote_head, resolve_endpoint
+from corewarding.hub.run_source import choose_steps, load_run
+from corewarding.matrix import hub_repo_id
 
 log = logging.getLogger(__name__)
 
@@ -171,9 +173,7 @@ def publish_run(
     ``steps``: ``last``, ``all`` or steps like ``10,20``; ``org`` defaults to the run's ``hub.org``; ``out`` to
     ``{run_dir}/publish``. Calling it again rebuilds nothing unchanged and pushes nothing already on the Hub.
     """
-    from corewarding.hub.model_folder import build_step_folder
-    from corewarding.hub.run_source import choose_steps, load_run
-    from corewarding.matrix import hub_repo_id
+    from corewarding.hub.model_folder import build_step_folder  # pyarrow: imported when used
 
     source = load_run(Path(run_dir))
     repo_id = hub_repo_id(source.cell, org or source.org)
@@ -199,7 +199,11 @@ def publish_dataset(
     options: PushOptions | None = None,
 ) -> PublishResult:
     """Build the publish folder of a rephrased training set (default ``{data_dir}/{set}/publish``); push to main."""
-    from corewarding.hub.dataset_folder import build_dataset_folder, dataset_repo_id, default_org
+    from corewarding.hub.dataset_folder import (  # pyarrow: imported when used
+        build_dataset_folder,
+        dataset_repo_id,
+        default_org,
+    )
 
     repo_id = dataset_repo_id(set_name, org or default_org())
     set_dir = Path(data_dir) / set_name

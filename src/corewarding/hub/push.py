@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from huggingface_hub import CommitInfo, HfApi, RepoFile, constants, get_token
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
 from corewarding.hub.errors import PublishInputError, PushError
@@ -189,7 +190,6 @@ def remote_head(
     backoff: float = 2.0,
 ) -> str | None:
     """The head commit of ``revision`` on the Hub, or None when the repo or the revision does not exist."""
-    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     check_online()
     secret = resolve_token(token)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from corewarding.methods.logits_rewards import token_entropy, token_self_certainty
+
 NEUTRAL_SAMPLING: dict[str, object] = {
     "num_beams": 1,
     "repetition_penalty": 1.0,
@@ -132,7 +134,6 @@ def token_logprobs(
 
     Gradients flow when called outside ``torch.no_grad``. Positions follow the attention mask, as in generation.
     """
-    from corewarding.methods.logits_rewards import token_entropy, token_self_certainty
 
     prompt_ids, response_ids = batch.prompt_ids[rows], batch.response_ids[rows]
     attention = torch.cat([batch.prompt_mask[rows], batch.response_mask[rows]], dim=1)

@@ -20,6 +20,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
+from ruamel.yaml import YAML
+
 from corewarding.files import atomic_path
 from corewarding.pipeline import dvc_lock
 from corewarding.pipeline.cells import CellPlan, dvc_entry
@@ -106,7 +109,6 @@ def _stop_on_interrupt(proc: subprocess.Popen[bytes], what: str) -> None:
     SIGINT (DVC ignores SIGINT then, sees the stage fail and exits cleanly); DVC's own work (hashing, writing dvc.lock,
     a commit) is left to finish. Still running after ``INTERRUPT_GRACE_S``, it is killed (``keep_whole`` then
     restores the lock)."""
-    import psutil  # a dependency of dvc
 
     log.info("interrupted: waiting up to %.0f s for %s to stop", INTERRUPT_GRACE_S, what)
     deadline = time.monotonic() + INTERRUPT_GRACE_S
@@ -142,7 +144,6 @@ def repro_stages(root: Path, stages: Sequence[str]) -> str:
 
 
 def _load_yaml(path: Path) -> Any:
-    from ruamel.yaml import YAML
 
     if not path.is_file():
         return {}
@@ -160,7 +161,6 @@ def add_cells_to_params(
     A cell already listed keeps the overrides its stages were recorded with, except ``train_args`` of a cell in
     ``trained`` and ``eval_args`` of one in ``evaluated`` (steps that ran now, with this run's overrides).
     """
-    from ruamel.yaml import YAML
 
     data = _load_yaml(params_file)
     if not isinstance(data, dict):

@@ -15,6 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import zc.lockfile
+from ruamel.yaml import YAML
+from voluptuous import Invalid
+
 from corewarding.files import atomic_path
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,6 @@ class RepoBusy(RuntimeError):
 def repo_lock(root: Path) -> Iterator[None]:
     """Hold DVC's repository lock inside, so a dvc process still writing ``dvc.lock`` (one that outlived a killed
     run) is never taken for a broken file; raise RepoBusy if it stays held for ``BUSY_WAIT_S``."""
-    import zc.lockfile  # a dependency of dvc, the library dvc itself locks with
 
     path = root / REPO_LOCK
     if not path.parent.is_dir():  # not a DVC repository (yet): nothing to guard
@@ -58,8 +61,6 @@ def lock_problem(path: Path) -> str | None:
     """Why DVC would refuse the lock file at ``path`` (empty, not YAML, not DVC's lock schema); None if it is absent
     or usable."""
     from dvc.schema import COMPILED_LOCKFILE_SCHEMA  # dvc is imported only when a lock is checked (~0.2 s)
-    from ruamel.yaml import YAML  # DVC's own YAML library, as DVC reads the file
-    from voluptuous import Invalid
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -30,8 +30,8 @@ def check_server(api_url: str, timeout_s: float = 10.0) -> None:
 def check_pool(name: str, api_url: str) -> None:
     """The work pool ``name`` exists on the server (a typo would otherwise wait forever)."""
     # here, not at the top: the CLI imports PoolError on every start, and Prefect takes seconds to import
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
+    from prefect.client.orchestration import get_client  # prefect: imported when used
+    from prefect.exceptions import ObjectNotFound  # prefect: imported when used
 
     with get_client(sync_client=True) as client:
         try:

@@ -243,8 +243,12 @@ def _prefect_settings(url: str, home: Path | None) -> Iterator[None]:
     settings context; ``temporary_settings`` covers this thread and what copies its context, and the global context
     is swapped too for threads that start with an empty one (Prefect's log and event workers): otherwise those
     would find no API URL and start an ephemeral server of their own. ``prefect_test_harness`` does the same."""
-    import prefect.context
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+    import prefect.context  # prefect: imported when used
+    from prefect.settings import (  # prefect: imported when used
+        PREFECT_API_URL,
+        PREFECT_HOME,
+        temporary_settings,
+    )
 
     updates = {PREFECT_API_URL: url}
     if home is not None:
@@ -261,10 +265,10 @@ def _prefect_settings(url: str, home: Path | None) -> Iterator[None]:
 def _cancel_unfinished_runs() -> None:
     """On the way out of a private server (this checkout's alone): cancel the flow and task runs still pending or
     running, such as a run created by the engine just before a Ctrl-C reached it, so none is left in the database."""
-    from prefect import get_client
-    from prefect.client.schemas import filters
-    from prefect.client.schemas.objects import StateType
-    from prefect.states import Cancelled
+    from prefect import get_client  # prefect: imported when used
+    from prefect.client.schemas import filters  # prefect: imported when used
+    from prefect.client.schemas.objects import StateType  # prefect: imported when used
+    from prefect.states import Cancelled  # prefect: imported when used
 
     open_states = [StateType.PENDING, StateType.RUNNING, StateType.CANCELLING]
     with get_client(sync_client=True) as client:
@@ -288,6 +292,6 @@ def _cancel_unfinished_runs() -> None:
 
 def _drain_prefect_services() -> None:
     """Send what Prefect's background services (logs, events) still hold; they share one registry."""
-    from prefect.logging.handlers import APILogWorker
+    from prefect.logging.handlers import APILogWorker  # prefect: imported when used
 
     APILogWorker.drain_all(timeout=DRAIN_TIMEOUT_S)

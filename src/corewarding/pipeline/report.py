@@ -100,7 +100,7 @@ class PipelineFailed(RuntimeError):
 
 def _training_summary(run_dir: Path) -> dict[str, Any]:
     """Means over the training steps (as the demo's table), read with the results store's metrics reader."""
-    from corewarding.results.runs import read_metrics
+    from corewarding.results.runs import read_metrics  # pandas: imported when used
 
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
@@ -113,7 +113,7 @@ def _training_summary(run_dir: Path) -> dict[str, Any]:
 
 def _headline_metric(run_dir: Path) -> tuple[str, float] | None:
     """The first metric of the newest evaluated step (math-verify checker when present)."""
-    import pandas as pd
+    import pandas as pd  # pandas: imported when used
 
     path = run_dir / "eval" / "metrics.parquet"
     if not path.is_file():
@@ -164,7 +164,7 @@ def format_report(report: PipelineReport) -> str:
 
 def cell_markdown(cell: CellReport) -> str:
     """The cell's steps, training means and evaluation metrics as a markdown table (the Prefect UI's artifact)."""
-    import pandas as pd
+    import pandas as pd  # pandas: imported when used
 
     run_dir = Path(cell.run_dir)
     lines = [f"### {cell.cell_id}", "", "| | |", "|---|---|"]

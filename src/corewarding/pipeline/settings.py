@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config
 from corewarding.pipeline.cells import Selection
+from corewarding.pipeline.dvc import is_dvc_repo
 from corewarding.results.store import default_db
 
 STEPS = ("data", "train", "evaluate", "ingest", "publish")
@@ -149,7 +150,6 @@ def io_retries(settings: PipelineSettings) -> dict[str, float]:
 def should_record(settings: PipelineSettings, root: Path) -> bool:
     """Whether this run records its cells' stages in DVC: asked for, in a DVC repository, training or evaluating,
     with the cells run in this checkout (not on a work pool)."""
-    from corewarding.pipeline.dvc import is_dvc_repo
 
     if settings.work_pool:  # the run folders are on the workers and in the store, not in this checkout
         return False

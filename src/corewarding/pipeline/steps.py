@@ -17,7 +17,11 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.targets import run_targets, saved_checkpoints
+from corewarding.hub import publish_run
 from corewarding.pipeline.cells import CellPlan
+from corewarding.pipeline.dvc import DvcLockError
 from corewarding.training import backend
 from corewarding.training.common import training_config_hash
 from corewarding.training.run_record import data_files, read_record
@@ -102,7 +106,6 @@ def train_cell(plan: CellPlan, force: bool = False) -> StepResult:
 def checkpoint_signature(run_dir: Path) -> dict[str, str]:
     """Per saved step, a digest of its files' names, sizes and modification times: a step saved again (a resumed
     or retrained run) gets a new signature, so its evaluation is redone."""
-    from corewarding.evaluation.targets import saved_checkpoints
 
     signature = {}
     for step, folder in sorted(saved_checkpoints(run_dir / "checkpoints").items()):
@@ -116,7 +119,6 @@ def checkpoint_signature(run_dir: Path) -> dict[str, str]:
 
 def _evaluation_inputs(plan: CellPlan) -> tuple[list[Any], dict[str, Any]]:
     """The benchmark configs of the cell's matrix and the stamp that a complete evaluation with them leaves."""
-    from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
 
     names = expand_benchmarks(plan.matrix.eval_benchmarks)
     configs = benchmark_configs(names, plan.evaluation_overrides())
@@ -138,8 +140,9 @@ def _read_stamp(path: Path) -> dict[str, Any] | None:
 
 def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
     """Evaluate every saved checkpoint step on the matrix's benchmarks; skipped when already done (unless forced)."""
-    from corewarding.evaluation.harness import evaluate_targets
-    from corewarding.evaluation.targets import run_targets
+    from corewarding.evaluation.harness import (
+        evaluate_targets,  # pyarrow: imported when used
+    )
 
     configs, stamp = _evaluation_inputs(plan)
     stamp_path = plan.run_dir / "eval" / EVAL_STAMP
@@ -164,7 +167,7 @@ def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
 # ---- ingest and publish ------------------------------------------------------------------------------------------
 def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
     """Load the cell's run folder into the DuckDB store (idempotent: unchanged files add nothing)."""
-    from corewarding.results.ingest import ingest
+    from corewarding.results.ingest import ingest  # duckdb: imported when used
 
     summary = ingest(db, run_dirs=[plan.run_dir])
     status = "done" if summary.changed else "skipped"  # skipped: every file was ingested before, unchanged
@@ -173,7 +176,7 @@ def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
 
 def ingest_data_reports(db: Path, data_dir: Path) -> None:
     """Load the data stages' quality reports into the store (when the data folder exists)."""
-    from corewarding.results.ingest import ingest
+    from corewarding.results.ingest import ingest  # duckdb: imported when used
 
     if data_dir.is_dir():
         ingest(db, data_dirs=[data_dir])
@@ -184,7 +187,6 @@ def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str 
 
     Skipped when every folder was already built with this content and nothing needed uploading.
     """
-    from corewarding.hub import publish_run
 
     results = publish_run(plan.run_dir, org=org or str(plan.cfg.hub.org), push=push, steps=steps)
     unchanged = all(r.folder.status == "unchanged" and not r.pushes for r in results)
@@ -195,8 +197,7 @@ def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str 
 
 def is_transient(exc: BaseException | None) -> bool:
     """Worth a retry: a busy store or DVC lock, a dropped or refused connection, a server-side HTTP error."""
-    from corewarding.pipeline.dvc import DvcLockError
-    from corewarding.results.store import StoreBusyError
+    from corewarding.results.store import StoreBusyError  # duckdb: imported when used
 
     if exc is None or isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
         return False

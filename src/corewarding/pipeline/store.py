@@ -339,8 +339,8 @@ class ArtifactStore:
 
 def dvc_remote_url(repo_root: Path, name: str) -> str:
     """The URL of a DVC remote of the repository, from DVC's merged config (relative paths already absolute)."""
-    from dvc.exceptions import NotDvcRepoError
-    from dvc.repo import Repo
+    from dvc.exceptions import NotDvcRepoError  # dvc: imported when used
+    from dvc.repo import Repo  # dvc: imported when used
 
     try:
         with Repo(str(repo_root)) as repo:

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.matrix import Cell
+from corewarding.matrix import Cell, load_matrix
 from corewarding.results import plots
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import collapse_inputs, paper_comparison, paper_tables
@@ -271,7 +271,6 @@ def render(data: ReportData) -> str:
 
 def build_report(db: str | Path, matrix: str = "paper", checker: str = "math_verify", policy: str = "latest") -> str:
     """Open the store read-only and return the report of ``matrix`` as an HTML string."""
-    from corewarding.matrix import load_matrix
 
     cells = load_matrix(matrix).cells
     with reader(db, check=True) as con:  # every block read once: a damaged store stops here, not half-way

@@ -72,8 +72,16 @@ def _corpus(dataset: TinyDataset) -> Iterator[str]:
 
 def _train_tokenizer(dataset: TinyDataset, vocab_size: int) -> Any:
     """Train a byte-level BPE tokenizer (digits split individually) and wrap it for transformers."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import (  # tokenizers: imported when used
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
+    from transformers import PreTrainedTokenizerFast  # transformers: imported when used
 
     backend = Tokenizer(models.BPE())
     # The same normaliser and pre-tokeniser as Qwen2, which AutoTokenizer uses when reloading (qwen2 config).
@@ -108,7 +116,11 @@ def _train_tokenizer(dataset: TinyDataset, vocab_size: int) -> Any:
 
 def _build_model(tokenizer: Any, seed: int, hidden_size: int, num_layers: int, num_heads: int, vocab_size: int) -> Any:
     """Create a seeded random-weight ``Qwen2ForCausalLM`` whose special ids match the tokenizer."""
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (  # transformers: imported when used
+        GenerationConfig,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     if len(tokenizer) > vocab_size:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than vocab_size={vocab_size}")
@@ -189,7 +201,7 @@ def _read_marker(out_dir: Path) -> dict | None:
 def _build_lock(out_dir: Path) -> Iterator[None]:
     """Serialise concurrent builds of the same directory (POSIX advisory lock; no-op elsewhere)."""
     try:
-        import fcntl
+        import fcntl  # fcntl: imported when used
     except ImportError:  # pragma: no cover - non-POSIX
         yield
         return
@@ -270,7 +282,10 @@ def evaluate_tiny_model(
     seed: int = 0,
 ) -> dict[str, float]:
     """Sample answers for ``rows``; return the ``\\boxed{}`` rate, the accuracy and the sample count."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import (  # transformers: imported when used
+        AutoModelForCausalLM,
+        AutoTokenizer,
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()

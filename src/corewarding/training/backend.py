@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from corewarding.training.common import RunResult
+from corewarding.training.verl.launch import train_verl
 
 if TYPE_CHECKING:
     from corewarding.training.verl.launch import VerlLaunch
@@ -24,8 +25,6 @@ def train(
     metrics are in the run folder). ``trust_unverified``: the local backend resumes from a checkpoint without a
     manifest."""
     if cfg.backend == "verl":
-        from corewarding.training.verl.launch import train_verl  # verl and ray: imported only when verl trains
-
         return train_verl(cfg, run_dir)
     if cfg.backend != "local":
         raise ValueError(f"backend={cfg.backend!r}; expected one of {', '.join(BACKENDS)}")

@@ -67,8 +67,8 @@ def _model_args(model: str, backend: str, seed: int, options: Mapping[str, Any])
 
 def _ifeval_local_task(data_files: str) -> dict[str, Any]:
     """The registered ``ifeval`` task config with its data read from a local JSON/JSONL copy of google/IFEval."""
-    import lm_eval.tasks
-    from lm_eval.tasks._yaml_loader import load_yaml
+    import lm_eval.tasks  # lm_eval: imported when used
+    from lm_eval.tasks._yaml_loader import load_yaml  # lm_eval: imported when used
 
     cfg = load_yaml(Path(lm_eval.tasks.__file__).parent / "ifeval" / "ifeval.yaml", resolve_func=True)
     cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": {"train": str(data_files)}})
@@ -186,7 +186,7 @@ def run_lm_eval(
     reason = lm_eval_missing(benchmark, backend)
     if reason:
         raise ToolMissing(reason)
-    import lm_eval
+    import lm_eval  # lm_eval: imported when used
 
     opts = dict(options or {})
     call = build_lm_eval_call(

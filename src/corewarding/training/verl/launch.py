@@ -17,6 +17,7 @@ from corewarding.backends import require_backend
 from corewarding.config import ConfigError
 from corewarding.training import run_record
 from corewarding.training.common import cell_of, total_steps, training_config_hash
+from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.rotation import TRACKER
 from corewarding.training.verl.verl_config import to_verl_config, trains_pairs, verl_yaml
 
@@ -36,11 +37,17 @@ class VerlLaunch:
 
 def check_verl_config(verl_cfg: DictConfig) -> list[str]:
     """verl's own config validation and the plug-in lookups, as the trainer will do them (all CPU-safe)."""
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
-    from verl.trainer.ppo.reward import resolve_reward_manager_cls
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass, validate_config
-    from verl.workers.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn  # verl: imported when used
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls  # verl: imported when used
+    from verl.trainer.ppo.utils import (  # verl: imported when used
+        need_critic,
+        need_reference_policy,
+    )
+    from verl.utils.config import (  # verl: imported when used
+        omega_conf_to_dataclass,
+        validate_config,
+    )
+    from verl.workers.reward_manager import get_reward_manager_cls  # verl: imported when used
 
     cfg = copy.deepcopy(verl_cfg)  # verl's validation writes derived values into the config
     try:
@@ -59,9 +66,14 @@ def check_verl_config(verl_cfg: DictConfig) -> list[str]:
 
 def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, object]:
     """Filter and write the run's verl inputs (as the local backend filters), ``inputs.json`` and the configs."""
-    from corewarding.lm.loading import base_model_source, load_tokenizer
-    from corewarding.training.inputs import load_training_rows
-    from corewarding.training.verl.data import write_verl_inputs
+    from corewarding.lm.loading import (  # torch: imported when used
+        base_model_source,
+        load_tokenizer,
+    )
+    from corewarding.training.inputs import load_training_rows  # transformers: imported when used
+    from corewarding.training.verl.data import (
+        write_verl_inputs,  # torch: imported when used
+    )
 
     config_hash = training_config_hash(cfg)
     hash_file = run_dir / HASH_FILE
@@ -115,10 +127,11 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
             "verl.attn_implementation=flash_attention_2", modules=("flash_attn",),
             hint="pip install -e '.[gpu-flash]' (it builds against your CUDA toolkit) or train with sdpa",
         )  # fmt: skip
-    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.main_ppo import run_ppo  # verl: imported when used
 
-    from corewarding.training.verl.metrics import export_metrics
-    from corewarding.training.verl.runner import CorewardingTaskRunner
+    from corewarding.training.verl.runner import (
+        CorewardingTaskRunner,  # verl: imported when used
+    )
 
     run.run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.base_model.builder == "tiny" or cfg.dataset.name == "tiny":

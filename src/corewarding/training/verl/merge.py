@@ -41,8 +41,8 @@ def actor_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, Path]
 
 def merge_checkpoint(run_dir: Path, step: int | None = None, target: Path | None = None) -> Path:
     """Merge a run's FSDP checkpoint into a Hugging Face folder (bf16 safetensors + config + tokenizer)."""
-    from verl.model_merger.base_model_merger import ModelMergerConfig
-    from verl.model_merger.fsdp_model_merger import FSDPModelMerger
+    from verl.model_merger.base_model_merger import ModelMergerConfig  # verl: imported when used
+    from verl.model_merger.fsdp_model_merger import FSDPModelMerger  # verl: imported when used
 
     from corewarding.training.verl.checkpoint_guard import check_pickles  # torch: off evaluation's import path
 

@@ -17,6 +17,8 @@ from verl.utils.config import validate_config
 from corewarding.training.verl import plugins  # noqa: F401  (registers the managers in this process too)
 from corewarding.training.verl.data import PairedRandomSampler
 from corewarding.training.verl.metrics import next_attempt_file
+from corewarding.training.verl.trainer import CorewardingTrainer
+from corewarding.training.verl.worker import CorewardingWorker
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,6 @@ class CorewardingTaskRunner(BaseTaskRunner):
     """Builds workers (``CorewardingWorker``), datasets, the sampler and ``CorewardingTrainer``, then trains."""
 
     def add_actor_rollout_worker(self, config: DictConfig) -> Any:
-        from corewarding.training.verl.worker import CorewardingWorker
 
         before = set(self.role_worker_mapping)
         _, group_cls = super().add_actor_rollout_worker(config)
@@ -42,11 +43,9 @@ class CorewardingTaskRunner(BaseTaskRunner):
         return CorewardingWorker, group_cls
 
     def run(self, config: DictConfig) -> None:
-        from verl.utils.config import omega_conf_to_dataclass
-        from verl.utils.dataset.rl_dataset import collate_fn
-        from verl.workers.config import HFModelConfig
-
-        from corewarding.training.verl.trainer import CorewardingTrainer
+        from verl.utils.config import omega_conf_to_dataclass  # verl: imported when used
+        from verl.utils.dataset.rl_dataset import collate_fn  # verl: imported when used
+        from verl.workers.config import HFModelConfig  # verl: imported when used
 
         OmegaConf.resolve(config)
         os.environ["VERL_FILE_LOGGER_PATH"] = str(next_attempt_file(config.corewarding.verl_log_dir))

@@ -129,7 +129,7 @@ class CorewardingTrainer(RayPPOTrainer):
         n = int(self.config.actor_rollout_ref.rollout.n)
         teacher_in = self._gen_batch.repeat(repeat_times=n, interleave=True)
         teacher_in.meta_info["global_steps"] = self.global_steps
-        import ray
+        import ray  # ray: imported when used
 
         # verl's agent loop drops the input's non-tensor columns (uid, reward_model, ...) when reward-loop workers
         # score the rollouts; fit() re-attaches them to its rollouts with ``union``, and so do we.

@@ -41,7 +41,7 @@ RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 @functools.lru_cache(maxsize=1)
 def _verl_base() -> DictConfig:
-    import verl
+    import verl  # verl: imported when used
 
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     GlobalHydra.instance().clear()
@@ -248,7 +248,9 @@ def _corewarding_worker_keys(cfg: DictConfig) -> dict[str, Any]:
 
 def corewarding_section(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """What the plug-ins read at run time: the method, the vote, the files the run writes."""
-    from corewarding.training.verl.rewards import manager_name
+    from corewarding.training.verl.rewards import (
+        manager_name,  # verl: imported when used
+    )
 
     run = str(run_dir)
     return {
