@@ -231,24 +231,3 @@ def plain_json_lines(text: str, *, finite: bool = False) -> list[dict[str, Any]]
 def read_json_lines(path: Path, *, finite: bool = False) -> list[dict[str, Any]]:
     """Read JSON lines; a line that is not a JSON object is an error naming ``file:line``."""
     return [row for _, row in iter_json_lines(path, finite=finite)]
-
-
-VERL_COLUMNS = ("prompt", "reward_model")
-
-
-def read_verl_rows(path: Path) -> list[dict[str, Any]]:
-    """Read a verl-format parquet as plain rows; a missing file or column is an error naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (prepare the data first: corewarding data prepare)")
-    import pyarrow.parquet as pq  # pyarrow: imported when used
-
-    try:
-        table = pq.read_table(path)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-        raise SourceError(f"{path}: cannot read parquet ({exc})") from exc
-    missing = [c for c in VERL_COLUMNS if c not in table.column_names]
-    if missing:
-        raise SourceError(f"{path}: missing column(s) {', '.join(missing)}")
-    rows: list[dict[str, Any]] = table.to_pylist()
-    return rows

@@ -1,8 +1,11 @@
-"""The verl row format shared by every data set (methods.md section 3)."""
+"""The verl row format shared by every data set (methods.md section 3): its columns, building and reading rows."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from corewarding.files import SourceError
 
 SYSTEM_PROMPT = "Let's think step by step and output the final answer within \\boxed{}."
 DATA_SOURCE = "DigitalLearningGmbH/MATH-lighteval"
@@ -36,3 +39,24 @@ def ground_truth_of(row: dict) -> str | None:
     """Return the ground-truth answer of a verl row (None when missing)."""
     gt = row["reward_model"]["ground_truth"]
     return None if gt is None else str(gt)
+
+
+VERL_COLUMNS = ("prompt", "reward_model")
+
+
+def read_verl_rows(path: Path) -> list[dict[str, Any]]:
+    """Read a verl-format parquet as plain rows; a missing file or column is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file (prepare the data first: corewarding data prepare)")
+    import pyarrow.parquet as pq  # pyarrow: imported when used
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise SourceError(f"{path}: cannot read parquet ({exc})") from exc
+    missing = [c for c in VERL_COLUMNS if c not in table.column_names]
+    if missing:
+        raise SourceError(f"{path}: missing column(s) {', '.join(missing)}")
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows

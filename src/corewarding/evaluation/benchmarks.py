@@ -12,7 +12,8 @@ from omegaconf import DictConfig
 
 from corewarding.config import compose_config
 from corewarding.data.fields import get_path
-from corewarding.files import SourceError, read_verl_rows
+from corewarding.files import SourceError
+from corewarding.rows import read_verl_rows
 
 log = logging.getLogger(__name__)
 

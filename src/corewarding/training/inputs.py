@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from transformers import PreTrainedTokenizerBase
 
 from corewarding.config import needs_rephrased_view
-from corewarding.files import read_verl_rows
+from corewarding.rows import read_verl_rows
 from corewarding.tiny.data import write_tiny_dataset
 
 log = logging.getLogger(__name__)

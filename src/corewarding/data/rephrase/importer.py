@@ -20,8 +20,8 @@ from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outp
 from corewarding.data.rephrase.parse import check_rewrite
 from corewarding.data.settings import check_rephrase, check_validate
 from corewarding.data.sources import Records, columns_of, read_hub, read_local
-from corewarding.files import SourceError, read_verl_rows
-from corewarding.rows import ground_truth_of, make_row, question_of
+from corewarding.files import SourceError
+from corewarding.rows import ground_truth_of, make_row, question_of, read_verl_rows
 
 log = logging.getLogger(__name__)
 

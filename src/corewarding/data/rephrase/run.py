@@ -26,8 +26,8 @@ from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outp
 from corewarding.data.rephrase.parse import Verdict, parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, rephrase_messages
 from corewarding.data.settings import check_rephrase
-from corewarding.files import SourceError, atomic_path, parse_json, read_text, read_verl_rows
-from corewarding.rows import question_of
+from corewarding.files import SourceError, atomic_path, parse_json, read_text
+from corewarding.rows import question_of, read_verl_rows
 
 log = logging.getLogger(__name__)
 
