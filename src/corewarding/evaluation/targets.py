@@ -15,7 +15,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from corewarding.training.errors import CheckpointError
-from corewarding.training.verl.merge import STEP_DIR, checkpoint_steps, merge_checkpoint
+from corewarding.training.verl import merge
+from corewarding.training.verl.merge import STEP_DIR, checkpoint_steps
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
     merged = run_dir / "hf" / f"global_step_{step}"
     if not (merged / "config.json").is_file():
         log.info("merging %s into %s", saved, merged)
-        merge_checkpoint(run_dir, step)
+        merge.merge_checkpoint(run_dir, step)
     return merged
 
 
