@@ -11,6 +11,7 @@ from pathlib import Path
 from corewarding.config import compose_config
 from corewarding.matrix import load_matrix
 from corewarding.pipeline.report import DemoRow, summarize_run
+from corewarding.run_folder import checkpoints_dir
 
 log = logging.getLogger(__name__)
 
@@ -42,4 +43,4 @@ def run_demo(
 
 def _clear_checkpoints(run_dir: Path) -> None:
     """The demo always trains from scratch, so a rerun shows the same figures."""
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)

@@ -31,6 +31,7 @@ from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
 from corewarding.files import file_sha256
 from corewarding.lm.generation import Generator, SamplingSettings, load_generator
+from corewarding.run_folder import EVAL_UNITS
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def evaluate_targets(
 ) -> list[UnitOutcome]:
     """Evaluate every target on every benchmark config, then combine all units into ``out_dir/eval``."""
 
-    units_dir = out_dir / "eval" / "units"
+    units_dir = out_dir / EVAL_UNITS
     first = configs[0]
     checker = MathVerifyChecker(first.math_verify.workers, float(first.math_verify.timeout_s))  # None: one per core
     if any("math_verify" in cfg.checkers for cfg in configs):

@@ -21,6 +21,7 @@ from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
 from corewarding.files import atomic_path, write_json_atomic
+from corewarding.run_folder import EVAL
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ def _concat(paths: list[Path], schema: pa.Schema) -> pa.Table:
 
 def combine_units(out_dir: Path) -> bool:
     """Write ``eval/metrics.parquet`` and ``eval/samples.parquet`` from every complete unit; False if unchanged."""
-    eval_dir = out_dir / "eval"
+    eval_dir = out_dir / EVAL
     units = _complete_units(eval_dir / "units")
     if not units:
         return False

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from corewarding.run_folder import checkpoints_dir, config_file, merged_dir, step_dir, step_dirs
 from corewarding.training.errors import CheckpointError
 from corewarding.training.verl import merge
-from corewarding.training.verl.merge import STEP_DIR, checkpoint_steps
+from corewarding.training.verl.merge import checkpoint_steps
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +89,10 @@ def model_target(model: str, step: int | None = None) -> Target:
 
 def saved_checkpoints(checkpoints: Path) -> dict[int, Path]:
     """Complete checkpoints by step: local (``global_step_N/model``) or verl (``global_step_N/actor``)."""
-    found: dict[int, Path] = {}
-    if checkpoints.is_dir():
-        for child in checkpoints.iterdir():
-            match = STEP_DIR.match(child.name)
-            if match and (child / "model" / "config.json").is_file():
-                found[int(match.group(1))] = child / "model"
+    found = {step: folder / "model" for step, folder in step_dirs(checkpoints).items()
+             if (folder / "model" / "config.json").is_file()}  # fmt: skip
     for step in checkpoint_steps(checkpoints):  # verl's, with the same completeness rule its merge uses
-        found.setdefault(step, checkpoints / f"global_step_{step}" / "actor")
+        found.setdefault(step, step_dir(checkpoints, step) / "actor")
     return found
 
 
@@ -112,7 +109,7 @@ def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
     if saved.name == "model":
         verify_local_checkpoint(saved.parent)
         return saved
-    merged = run_dir / "hf" / f"global_step_{step}"
+    merged = merged_dir(run_dir, step)
     if not (merged / "config.json").is_file():
         log.info("merging %s into %s", saved, merged)
         merge.merge_checkpoint(run_dir, step)
@@ -157,7 +154,7 @@ def base_model_target(run_dir: Path) -> Target:
         base_model_source,  # torch: imported when used
     )
 
-    config = run_dir / "config.yaml"
+    config = config_file(run_dir)
     if not config.is_file():
         raise FileNotFoundError(f"{config}: no such file (the base model is read from the run's config)")
     return model_target(base_model_source(OmegaConf.load(config)))  # type: ignore[arg-type]
@@ -165,9 +162,9 @@ def base_model_target(run_dir: Path) -> Target:
 
 def run_targets(run_dir: Path, steps: str = "all", include_base: bool = False) -> list[Target]:
     """The targets of a run: its saved checkpoint steps (and its base model first, when asked)."""
-    saved = saved_checkpoints(run_dir / "checkpoints")
+    saved = saved_checkpoints(checkpoints_dir(run_dir))
     if not saved:
-        raise FileNotFoundError(f"{run_dir / 'checkpoints'}: no saved checkpoint (global_step_N/model or /actor)")
+        raise FileNotFoundError(f"{checkpoints_dir(run_dir)}: no saved checkpoint (global_step_N/model or /actor)")
     targets = [base_model_target(run_dir)] if include_base else []
     for step in select_steps(sorted(saved), steps):
         folder = hf_model_folder(run_dir, step, saved[step])

@@ -19,10 +19,10 @@ from huggingface_hub import EvalResult
 
 from corewarding.config import load_group_option
 from corewarding.hub.errors import PublishInputError
+from corewarding.run_folder import EVAL_METRICS
 
 log = logging.getLogger(__name__)
 
-EVAL_METRICS = Path("eval") / "metrics.parquet"
 CHECKER_PREFERENCE = ("math_verify", "strict")
 
 

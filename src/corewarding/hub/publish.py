@@ -22,10 +22,11 @@ from corewarding.hub.folder import PublishFolder
 from corewarding.hub.push import PushResult, push_folder, remote_head, resolve_endpoint
 from corewarding.hub.run_source import choose_steps, load_run
 from corewarding.matrix import hub_repo_id
+from corewarding.run_folder import PUBLISH, PUSH_RECORD, step_name
 
 log = logging.getLogger(__name__)
 
-MARKER = ".pushed.json"
+MARKER = PUSH_RECORD
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def _message(folder: PublishFolder, revision: str) -> str:
 
 def step_revisions(step: int, newest: int, step_branches: bool) -> list[str]:
     """``global_step_N`` (with step branches, or for any step but the newest) and ``main`` for the newest."""
-    revisions = [f"global_step_{step}"] if step_branches or step != newest else []
+    revisions = [step_name(step)] if step_branches or step != newest else []
     return revisions + (["main"] if step == newest else [])
 
 
@@ -177,10 +178,10 @@ def publish_run(
 
     source = load_run(Path(run_dir))
     repo_id = hub_repo_id(source.cell, org or source.org)
-    out = Path(out) if out is not None else source.run_dir / "publish"
+    out = Path(out) if out is not None else source.run_dir / PUBLISH
     results = []
     for step in choose_steps(source, steps):
-        folder = build_step_folder(source, out / f"global_step_{step}", repo_id=repo_id, step=step)
+        folder = build_step_folder(source, out / step_name(step), repo_id=repo_id, step=step)
         if push:
             revisions = step_revisions(step, source.newest, step_branches)
             results.append(push_revisions(folder, revisions, options or PushOptions()))

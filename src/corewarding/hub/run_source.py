@@ -19,10 +19,11 @@ from omegaconf import OmegaConf
 from corewarding.evaluation.targets import hf_model_folder, saved_checkpoints, select_steps
 from corewarding.hub.errors import PublishInputError
 from corewarding.matrix import DEFAULT_HUB_ORG, Cell, parse_cell_id
+from corewarding.run_folder import CONFIG, METRICS, RUN_RECORD, checkpoints_dir
 
 log = logging.getLogger(__name__)
 
-CONFIG, RECORD, METRICS = "config.yaml", "run.json", "metrics.jsonl"
+RECORD = RUN_RECORD
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,10 @@ def load_run(run_dir: Path) -> RunSource:
         raise PublishInputError(f"{config_path}: not a readable config ({exc})") from exc
     if not isinstance(config, dict):
         raise PublishInputError(f"{config_path}: expected a mapping at the top level")
-    saved = saved_checkpoints(run_dir / "checkpoints")
+    saved = saved_checkpoints(checkpoints_dir(run_dir))
     if not saved:
         raise PublishInputError(
-            f"{run_dir / 'checkpoints'}: no saved checkpoint (global_step_N/model or global_step_N/actor)"
+            f"{checkpoints_dir(run_dir)}: no saved checkpoint (global_step_N/model or global_step_N/actor)"
         )
     plain = {str(k): v for k, v in config.items()}
     return RunSource(
@@ -135,14 +136,14 @@ def choose_steps(source: RunSource, steps: str) -> list[int]:
     try:
         return select_steps(sorted(source.saved), steps)
     except (FileNotFoundError, ValueError) as exc:
-        raise PublishInputError(f"{source.run_dir / 'checkpoints'}: {exc}") from exc
+        raise PublishInputError(f"{checkpoints_dir(source.run_dir)}: {exc}") from exc
 
 
 def model_folder(source: RunSource, step: int) -> Path:
     """A transformers folder with the weights of ``step`` (a verl checkpoint is merged into ``hf/`` first)."""
     if step not in source.saved:
         raise PublishInputError(
-            f"{source.run_dir / 'checkpoints'}: no checkpoint for step {step}; saved steps: {sorted(source.saved)}"
+            f"{checkpoints_dir(source.run_dir)}: no checkpoint for step {step}; saved steps: {sorted(source.saved)}"
         )
     return hf_model_folder(source.run_dir, step, source.saved[step])
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corewarding.run_folder import EVAL_METRICS, metrics_file
+
 CELL_STEPS = ("train", "evaluate", "ingest", "publish")
 
 
@@ -102,7 +104,7 @@ def _training_summary(run_dir: Path) -> dict[str, Any]:
     """Means over the training steps (as the demo's table), read with the results store's metrics reader."""
     from corewarding.results.runs import read_metrics  # pandas: imported when used
 
-    path = run_dir / "metrics.jsonl"
+    path = metrics_file(run_dir)
     if not path.is_file():
         return {}
     frame = read_metrics(path, allow_partial_tail=True)
@@ -115,7 +117,7 @@ def _headline_metric(run_dir: Path) -> tuple[str, float] | None:
     """The first metric of the newest evaluated step (math-verify checker when present)."""
     import pandas as pd  # pandas: imported when used
 
-    path = run_dir / "eval" / "metrics.parquet"
+    path = run_dir / EVAL_METRICS
     if not path.is_file():
         return None
     frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"]).dropna(subset=["step"])
@@ -172,7 +174,7 @@ def cell_markdown(cell: CellReport) -> str:
     lines += [f"| {name} | {value:.4f} |" for name, value in _training_summary(run_dir).items() if value is not None]
     if cell.error:
         lines.append(f"| error | {cell.error.replace('|', '/')[:300]} |")
-    path = run_dir / "eval" / "metrics.parquet"
+    path = run_dir / EVAL_METRICS
     if path.is_file():
         frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"]).dropna(
             subset=["step"]

@@ -15,8 +15,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-POINTERS = ("checkpoints/latest", "checkpoints/latest_checkpointed_iteration.txt")
-_STEP_FILE = re.compile(r"^checkpoints/global_step_(\d+)/")
+from corewarding.run_folder import CHECKPOINTS, LATEST, STEP_PREFIX, VERL_TRACKER
+
+POINTERS = (f"{CHECKPOINTS}/{LATEST}", f"{CHECKPOINTS}/{VERL_TRACKER}")
+_STEP_FILE = re.compile(rf"^{CHECKPOINTS}/{STEP_PREFIX}(\d+)/")
 
 
 def is_hidden(rel: str) -> bool:
@@ -29,8 +31,8 @@ def pointer_step(rel: str, data: bytes | None) -> int | None:
     if data is None:
         return None
     text = data.decode("utf-8", "replace").strip()
-    if rel.endswith("latest"):
-        text = text.removeprefix("global_step_")
+    if rel.endswith(LATEST):
+        text = text.removeprefix(STEP_PREFIX)
     return int(text) if text.isdigit() else None
 
 

@@ -22,6 +22,7 @@ from corewarding.evaluation.targets import run_targets, saved_checkpoints
 from corewarding.hub import publish_run
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
+from corewarding.run_folder import checkpoints_dir, eval_dir
 from corewarding.training import backend
 from corewarding.training.common import training_config_hash
 from corewarding.training.run_record import data_files, read_record
@@ -108,7 +109,7 @@ def checkpoint_signature(run_dir: Path) -> dict[str, str]:
     or retrained run) gets a new signature, so its evaluation is redone."""
 
     signature = {}
-    for step, folder in sorted(saved_checkpoints(run_dir / "checkpoints").items()):
+    for step, folder in sorted(saved_checkpoints(checkpoints_dir(run_dir)).items()):
         digest = hashlib.sha256()
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             stat = path.stat()
@@ -145,14 +146,14 @@ def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
     )
 
     configs, stamp = _evaluation_inputs(plan)
-    stamp_path = plan.run_dir / "eval" / EVAL_STAMP
+    stamp_path = eval_dir(plan.run_dir) / EVAL_STAMP
     stored = _read_stamp(stamp_path)
     if not force and stored == stamp:
         return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "every saved step evaluated"})
     if not stamp["steps"]:
         if stored is not None:  # checkpoints removed after evaluation: what was measured stays
             return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "no checkpoint left; evaluated before"})
-        raise FileNotFoundError(f"{plan.run_dir / 'checkpoints'}: no saved checkpoint to evaluate")
+        raise FileNotFoundError(f"{checkpoints_dir(plan.run_dir)}: no saved checkpoint to evaluate")
     outcomes = evaluate_targets(run_targets(plan.run_dir, "all"), configs, plan.run_dir)
     failed = [f"{o.step}/{o.benchmark}: {o.message}" for o in outcomes if o.status == "failed"]
     if failed:

@@ -22,6 +22,7 @@ from typing import TypeVar
 import duckdb
 import pandas as pd
 
+from corewarding import run_folder
 from corewarding.files import disk_full, file_sha256
 from corewarding.results import evaluation, quality, reference, runs
 from corewarding.results.store import default_db, first_line, writer
@@ -121,9 +122,9 @@ def _metrics_loader(allow_partial_tail: bool) -> Loader:
 
 # kind -> (file in the run folder, table; the table names are constants, never input)
 RUN_SOURCES = {
-    "metrics": (Path(runs.METRICS), "training_metrics"),
-    "eval_metrics": (runs.EVAL_METRICS, "eval_metrics"),
-    "eval_samples": (runs.EVAL_SAMPLES, "eval_samples"),
+    "metrics": (Path(run_folder.METRICS), "training_metrics"),
+    "eval_metrics": (run_folder.EVAL_METRICS, "eval_metrics"),
+    "eval_samples": (run_folder.EVAL_SAMPLES, "eval_samples"),
 }
 
 

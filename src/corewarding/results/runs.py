@@ -20,16 +20,22 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from corewarding.matrix import Cell, hub_repo_id
+from corewarding.run_folder import (
+    CHECKPOINTS,
+    CONFIG,
+    EVAL_METRICS,
+    LATEST,
+    METRICS,
+    PUBLISH,
+    PUSH_RECORD,
+    RUN_RECORD,
+    STEP_PREFIX,
+    checkpoints_dir,
+)
 
 log = logging.getLogger(__name__)
 
-CONFIG = "config.yaml"
-METRICS = "metrics.jsonl"
-RECORD = "run.json"
-EVAL_METRICS = Path("eval") / "metrics.parquet"
-EVAL_SAMPLES = Path("eval") / "samples.parquet"
-PUBLISH = "publish"  # <run>/publish/global_step_N/: the Hub folders `corewarding publish` builds (not runs)
-PUSH_RECORD = ".pushed.json"  # in a publish folder: each successful push (repo, revision, commit)
+RECORD = RUN_RECORD
 
 
 RUN_COLUMNS = (
@@ -135,7 +141,7 @@ def find_run_dirs(root: Path) -> list[Path]:
             p.parent
             for p in root.rglob(CONFIG)
             if is_run_dir(p.parent)
-            and not {"checkpoints", PUBLISH} & set(p.relative_to(root).parts)
+            and not {CHECKPOINTS, PUBLISH} & set(p.relative_to(root).parts)
             and not any(part.startswith(".") for part in p.relative_to(root).parts)  # runs/.superseded/ etc.
         }
     )
@@ -168,10 +174,10 @@ def _mtime(path: Path) -> datetime:
 
 
 def _latest_state(run_dir: Path) -> dict[str, Any]:
-    pointer = run_dir / "checkpoints" / "latest"
+    pointer = checkpoints_dir(run_dir) / LATEST
     if not pointer.is_file():
         return {}
-    state = run_dir / "checkpoints" / pointer.read_text().strip() / "trainer_state.json"
+    state = checkpoints_dir(run_dir) / pointer.read_text().strip() / "trainer_state.json"
     try:
         loaded = json.loads(state.read_text()) if state.is_file() else {}
     except json.JSONDecodeError as exc:
@@ -211,9 +217,9 @@ def _record(run_dir: Path) -> dict[str, Any]:
 def published(run_dir: Path, repo_id: str | None) -> tuple[int | None, str | None]:
     """(step, commit) of the newest step whose publish folder records a push to ``repo_id`` (main preferred)."""
     best: tuple[int | None, str | None] = (None, None)
-    for marker in sorted((run_dir / PUBLISH).glob(f"global_step_*/{PUSH_RECORD}")):
+    for marker in sorted((run_dir / PUBLISH).glob(f"{STEP_PREFIX}*/{PUSH_RECORD}")):
         try:
-            step = int(marker.parent.name.removeprefix("global_step_"))
+            step = int(marker.parent.name.removeprefix(STEP_PREFIX))
             pushes = json.loads(marker.read_text()).get("pushes") or []
         except (ValueError, AttributeError, OSError) as exc:
             log.warning("%s: unreadable push record, not counted as published (%s)", marker, exc)

@@ -19,6 +19,22 @@ from omegaconf import OmegaConf
 
 from corewarding.matrix import Cell, hub_repo_id
 from corewarding.results.reference import load_reference
+from corewarding.run_folder import (
+    EVAL_METRICS as EVAL_METRICS_FILE,
+)
+from corewarding.run_folder import (
+    EVAL_SAMPLES,
+    LATEST,
+    PUSH_RECORD,
+    checkpoints_dir,
+    config_file,
+    eval_dir,
+    metrics_file,
+    publish_dir,
+    record_file,
+    step_dir,
+    step_name,
+)
 
 BENCHMARKS = ("MATH500", "GSM8K", "AMC", "LCB", "CRUX", "IFEval", "MMLU-Pro")
 EVAL_METRICS = ("pass@1", "avg@8", "pass@8", "maj@8")
@@ -202,17 +218,17 @@ def write_run(run_dir: Path, cell: Cell, spec: SyntheticSpec, seed: int, status:
         "grpo": {"max_response_length": spec.max_response_length},
         "schedule": {"total_steps": spec.steps, "test_freq": spec.test_freq},
     }
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(config)))
+    config_file(run_dir).write_text(OmegaConf.to_yaml(OmegaConf.create(config)))
     rows = training_metrics(cell, spec, seed)
     last = spec.steps if status == "finished" else spec.steps // 2
     rows = rows[: last + 1]
-    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ckpt = run_dir / "checkpoints" / f"global_step_{last}"
+    metrics_file(run_dir).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ckpt = step_dir(checkpoints_dir(run_dir), last)
     ckpt.mkdir(parents=True, exist_ok=True)
     (ckpt / "trainer_state.json").write_text(
         json.dumps({"step": last, "total_steps": spec.steps, "config_hash": f"{seed:016x}"})
     )
-    (run_dir / "checkpoints" / "latest").write_text(ckpt.name)
+    (checkpoints_dir(run_dir) / LATEST).write_text(ckpt.name)
     day = 1 + seed % 27
     record = {
         "cell_id": cell.cell_id,
@@ -225,24 +241,24 @@ def write_run(run_dir: Path, cell: Cell, spec: SyntheticSpec, seed: int, status:
         "data_files": {"train": {"path": f"data/{cell.dataset}/train.parquet", "sha256": "0" * 64}},
         "error": "RuntimeError: CUDA out of memory (synthetic)" if status == "failed" else None,
     }
-    (run_dir / "run.json").write_text(json.dumps(record, indent=2))
+    record_file(run_dir).write_text(json.dumps(record, indent=2))
     if status == "finished":
-        (run_dir / "eval").mkdir(exist_ok=True)
-        eval_metrics(cell, spec, seed).to_parquet(run_dir / "eval" / "metrics.parquet", index=False)
-        eval_samples(cell, spec, seed).to_parquet(run_dir / "eval" / "samples.parquet", index=False)
+        eval_dir(run_dir).mkdir(exist_ok=True)
+        eval_metrics(cell, spec, seed).to_parquet(run_dir / EVAL_METRICS_FILE, index=False)
+        eval_samples(cell, spec, seed).to_parquet(run_dir / EVAL_SAMPLES, index=False)
     return run_dir
 
 
 def write_push_record(run_dir: Path, repo_id: str, step: int) -> Path:
     """The record ``corewarding publish --push`` leaves in ``publish/global_step_N/`` (pushed to the step branch
     and main); the commits are made up."""
-    folder = run_dir / "publish" / f"global_step_{step}"
+    folder = publish_dir(run_dir, step)
     folder.mkdir(parents=True, exist_ok=True)
     pushes = [
         {"repo_id": repo_id, "repo_type": "model", "revision": revision, "commit": f"{step:04x}{i}" + "0" * 35}
-        for i, revision in enumerate((f"global_step_{step}", "main"))
+        for i, revision in enumerate((step_name(step), "main"))
     ]
-    (folder / ".pushed.json").write_text(json.dumps({"pushes": pushes}, indent=2))
+    (folder / PUSH_RECORD).write_text(json.dumps({"pushes": pushes}, indent=2))
     return folder
 
 

@@ -21,7 +21,6 @@ import logging
 import os
 import pickle
 import random
-import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,14 +36,13 @@ from transformers import PreTrainedModel
 
 from corewarding.config import ConfigError
 from corewarding.files import disk_full, file_sha256
+from corewarding.run_folder import LATEST, step_dir, step_dirs
 from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
 from corewarding.training.safe_state import load_state, save_state
 
 log = logging.getLogger(__name__)
 
-LATEST = "latest"
 MANIFEST = "manifest.json"
-STEP_DIR = re.compile(r"^global_step_(\d+)$")
 # Files every local checkpoint holds besides its manifest; the weights are one file or a sharded index.
 REQUIRED = (
     "trainer_state.json",
@@ -102,8 +100,8 @@ def save_checkpoint(
 
     A write that fails (a full disk, a file-size limit) removes the temporary files and raises CheckpointSaveError
     naming the folder and the space it needs; the previous checkpoint stays the newest."""
-    final = checkpoints_dir / f"global_step_{state.step}"
-    tmp = checkpoints_dir / f".tmp_global_step_{state.step}"
+    final = step_dir(checkpoints_dir, state.step)
+    tmp = checkpoints_dir / f".tmp_{final.name}"
     pointer = checkpoints_dir / f".{LATEST}.tmp"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -222,10 +220,7 @@ def checkpoint_problem(folder: Path, teacher: bool, trust_unverified: bool = Fal
 
 def step_folders(checkpoints_dir: Path) -> list[Path]:
     """Every ``global_step_N`` folder, newest first (temporary folders are hidden and never listed)."""
-    if not checkpoints_dir.is_dir():
-        return []
-    found = [p for p in checkpoints_dir.glob("global_step_*") if p.is_dir() and STEP_DIR.match(p.name)]
-    return sorted(found, key=lambda p: int(p.name.removeprefix("global_step_")), reverse=True)
+    return list(reversed(step_dirs(checkpoints_dir).values()))
 
 
 def resume_candidates(checkpoints_dir: Path, teacher: bool, trust_unverified: bool = False) -> Iterator[Path]:

@@ -32,6 +32,7 @@ from corewarding.lm.rollout import RolloutBatch, Sampling, chat_prompts, generat
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
+from corewarding.run_folder import METRICS, VERL_INPUTS, checkpoints_dir, config_file
 from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
 from corewarding.training.common import RunResult, cell_of, total_steps, training_config_hash
@@ -44,7 +45,7 @@ from corewarding.training.teacher import ema_update
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = METRICS
 
 
 def batch_indices(n_rows: int, batch_size: int, data_seed: int, step: int) -> list[int]:
@@ -117,13 +118,13 @@ class LocalTrainer:
     def _resume_or_start(self) -> int:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_inputs_report()
-        checkpoints = self.run_dir / "checkpoints"
+        checkpoints = checkpoints_dir(self.run_dir)
         state = ckpt.resume(
             checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.teacher,
             self.trust_unverified,
         )  # fmt: skip
         if state is None:
-            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg))
+            config_file(self.run_dir).write_text(OmegaConf.to_yaml(self.cfg))
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
             return 0
         self._truncate_metrics(state.step)
@@ -140,7 +141,7 @@ class LocalTrainer:
             "prompt_filter": self.rows.prompt_filter,
             "total_steps": self.total_steps,
         }
-        (self.run_dir / "inputs.json").write_text(json.dumps(report, indent=2) + "\n")
+        (self.run_dir / VERL_INPUTS).write_text(json.dumps(report, indent=2) + "\n")
 
     def _truncate_metrics(self, step: int) -> None:
         path = self.run_dir / METRICS_FILE
@@ -311,7 +312,7 @@ class LocalTrainer:
             if step % int(sched.save_freq) == 0 or step == self.total_steps:
                 state = ckpt.TrainerState(step, self.total_steps, self.config_hash)
                 ckpt.save_checkpoint(
-                    self.run_dir / "checkpoints", state, self.policy, self.tokenizer,
+                    checkpoints_dir(self.run_dir), state, self.policy, self.tokenizer,
                     self.optimizer, self.scheduler, self.teacher,
                 )  # fmt: skip
                 self.saved_step = step

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from corewarding.run_folder import LOCK
 from corewarding.training.errors import RunInUseError
 
-LOCK_FILE = ".trainer.lock"
+LOCK_FILE = LOCK
 
 
 def _holder(path: Path, wait_s: float = 1.0) -> str:

@@ -19,10 +19,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.files import file_sha256
+from corewarding.run_folder import RUN_RECORD
 
 log = logging.getLogger(__name__)
 
-RUN_RECORD = "run.json"
 _REPO = Path(__file__).resolve().parents[3]
 # Files the pipeline itself rewrites (DVC's record of stages, the cell list): changes there are not code changes.
 BOOKKEEPING = (":!dvc.lock", ":!params.yaml")

@@ -15,15 +15,22 @@ from omegaconf import DictConfig, OmegaConf
 from corewarding import matrix
 from corewarding.backends import require_backend
 from corewarding.config import ConfigError
+from corewarding.run_folder import (
+    VERL_CONFIG,
+    VERL_CONFIG_HASH,
+    VERL_INPUTS,
+    VERL_TRACKER,
+    checkpoints_dir,
+    config_file,
+)
 from corewarding.training import run_record
 from corewarding.training.common import cell_of, total_steps, training_config_hash
 from corewarding.training.verl.metrics import export_metrics
-from corewarding.training.verl.rotation import TRACKER
 from corewarding.training.verl.verl_config import to_verl_config, trains_pairs, verl_yaml
 
 log = logging.getLogger(__name__)
 
-HASH_FILE = "config_hash"
+HASH_FILE = VERL_CONFIG_HASH
 
 
 @dataclass
@@ -77,7 +84,7 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
 
     config_hash = training_config_hash(cfg)
     hash_file = run_dir / HASH_FILE
-    has_checkpoints = (run_dir / "checkpoints" / TRACKER).is_file()
+    has_checkpoints = (checkpoints_dir(run_dir) / VERL_TRACKER).is_file()
     if has_checkpoints and hash_file.is_file() and hash_file.read_text().strip() != config_hash:
         raise ConfigError(
             f"{run_dir} holds checkpoints of another configuration (its config.yaml); "
@@ -93,9 +100,9 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
         "prompt_filter": rows.prompt_filter,
         "total_steps": total_steps(cfg, len(rows.train)),
     }
-    (run_dir / "inputs.json").write_text(json.dumps(report, indent=2) + "\n")
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
-    (run_dir / "verl_config.yaml").write_text(verl_yaml(verl_cfg))
+    (run_dir / VERL_INPUTS).write_text(json.dumps(report, indent=2) + "\n")
+    config_file(run_dir).write_text(OmegaConf.to_yaml(cfg))
+    (run_dir / VERL_CONFIG).write_text(verl_yaml(verl_cfg))
     hash_file.write_text(config_hash + "\n")
     return report
 

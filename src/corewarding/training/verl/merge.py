@@ -7,28 +7,24 @@ Reads ``{run_dir}/checkpoints/global_step_N/actor`` (the newest step unless one 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
-STEP_DIR = re.compile(r"^global_step_(\d+)$")
+from corewarding.run_folder import checkpoints_dir, merged_dir, step_dir, step_dirs
 
 
 def checkpoint_steps(checkpoints: Path) -> list[int]:
     """The steps with an actor checkpoint (``fsdp_config.json`` written last by verl), ascending."""
     if not checkpoints.is_dir():
         return []
-    steps = []
-    for child in checkpoints.iterdir():
-        match = STEP_DIR.match(child.name)
-        if match and (child / "actor" / "fsdp_config.json").is_file():
-            steps.append(int(match.group(1)))
-    return sorted(steps)
+    return [
+        step for step, folder in step_dirs(checkpoints).items() if (folder / "actor" / "fsdp_config.json").is_file()
+    ]
 
 
 def actor_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, Path]:
     """The step and actor folder to merge; a missing run, step or checkpoint is an error naming the path."""
-    checkpoints = run_dir / "checkpoints"
+    checkpoints = checkpoints_dir(run_dir)
     steps = checkpoint_steps(checkpoints)
     if not steps:
         raise FileNotFoundError(f"{checkpoints}: no verl actor checkpoint (global_step_N/actor/fsdp_config.json)")
@@ -36,7 +32,7 @@ def actor_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, Path]
         step = steps[-1]
     elif step not in steps:
         raise FileNotFoundError(f"{checkpoints}: no checkpoint for step {step}; saved steps: {steps}")
-    return step, checkpoints / f"global_step_{step}" / "actor"
+    return step, step_dir(checkpoints, step) / "actor"
 
 
 def merge_checkpoint(run_dir: Path, step: int | None = None, target: Path | None = None) -> Path:
@@ -47,7 +43,7 @@ def merge_checkpoint(run_dir: Path, step: int | None = None, target: Path | None
     from corewarding.training.verl.checkpoint_guard import check_pickles  # torch: off evaluation's import path
 
     step, actor = actor_checkpoint(run_dir, step)
-    out = target or run_dir / "hf" / f"global_step_{step}"
+    out = target or merged_dir(run_dir, step)
     if out.exists():
         raise FileExistsError(f"{out} exists; remove it or pass another --target")
     check_pickles(sorted(actor.glob("model_world_size_*_rank_*.pt")))  # verl's merger unpickles them unrestricted

@@ -14,11 +14,11 @@ import logging
 import shutil
 from pathlib import Path
 
-from corewarding.training.verl.merge import STEP_DIR
+from corewarding.run_folder import VERL_TRACKER, step_dirs
 
 log = logging.getLogger(__name__)
 
-TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of the newest complete save
+TRACKER = VERL_TRACKER  # verl's record of the newest complete save
 OPTIM_GLOB = "optim_world_size_*_rank_*.pt"  # verl's FSDPCheckpointManager, one per rank
 
 
@@ -32,10 +32,7 @@ def latest_step(checkpoints_dir: Path) -> int | None:
 
 def step_folders(checkpoints_dir: Path) -> dict[int, Path]:
     """``global_step_N`` folders by step."""
-    if not checkpoints_dir.is_dir():
-        return {}
-    found = (STEP_DIR.match(p.name) for p in checkpoints_dir.iterdir() if p.is_dir())
-    return {int(m.group(1)): checkpoints_dir / m.group(0) for m in found if m}
+    return step_dirs(checkpoints_dir)
 
 
 def rotate(checkpoints_dir: Path, keep: int | None) -> list[Path]:

@@ -20,6 +20,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from corewarding.config import ConfigError
+from corewarding.run_folder import metrics_file
 from corewarding.training.common import cell_of
 
 PLUGIN_MODULE = "corewarding.training.verl.plugins"
@@ -260,7 +261,7 @@ def corewarding_section(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         "pairs": trains_pairs(cfg),
         "vote": OmegaConf.to_container(cfg.vote, resolve=True),
         "run_dir": run,
-        "metrics_file": f"{run}/metrics.jsonl",
+        "metrics_file": str(metrics_file(Path(run_dir))),
         "verl_log_dir": f"{run}/verl_logs",
     }
 

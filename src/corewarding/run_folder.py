@@ -1,0 +1,107 @@
+"""Every name inside a run folder ``runs/<cell_id>/``, and the small functions that resolve or list them.
+
+No other module spells a run-folder path: the trainers write these names, evaluation, ingest, publishing and the
+shared store read them. The layout::
+
+    config.yaml            the resolved training config          run.json       the run record (status, hashes)
+    metrics.jsonl          one line per training step            .trainer.lock  held while a trainer runs
+    inputs.json            verl: the filtered inputs' report     verl_config.yaml  verl: the config it ran
+    checkpoints/           global_step_N/ per save; ``latest`` (local: ``global_step_N``) or
+                           ``latest_checkpointed_iteration.txt`` (verl: ``N``) names the newest complete one
+    hf/global_step_N/      a verl step merged into a transformers folder
+    eval/                  metrics.parquet, samples.parquet, index.json, units/ (one folder per evaluation unit)
+    publish/global_step_N/ the Hub folder of a step; its .pushed.json records each push
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+CONFIG = "config.yaml"
+RUN_RECORD = "run.json"
+METRICS = "metrics.jsonl"
+LOCK = ".trainer.lock"
+VERL_INPUTS = "inputs.json"
+VERL_CONFIG = "verl_config.yaml"
+VERL_CONFIG_HASH = "config_hash"  # verl: the training-config hash its checkpoints were made under
+
+CHECKPOINTS = "checkpoints"
+STEP_PREFIX = "global_step_"
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+LATEST = "latest"  # the local backend's pointer: the text global_step_N
+VERL_TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its newest complete save: the text N
+MERGED = "hf"
+
+EVAL = "eval"
+EVAL_METRICS = Path(EVAL) / "metrics.parquet"
+EVAL_SAMPLES = Path(EVAL) / "samples.parquet"
+EVAL_INDEX = Path(EVAL) / "index.json"
+EVAL_UNITS = Path(EVAL) / "units"
+
+PUBLISH = "publish"
+PUSH_RECORD = ".pushed.json"  # in a publish folder: each successful push (repo, revision, commit)
+
+
+def step_name(step: int) -> str:
+    """``global_step_<step>``: a checkpoint's folder, a merged folder, a publish folder and a Hub branch.
+
+    >>> step_name(12)
+    'global_step_12'
+    """
+    return f"{STEP_PREFIX}{step}"
+
+
+def step_of(name: str) -> int | None:
+    """The step a ``global_step_N`` name holds; None for any other name.
+
+    >>> step_of("global_step_40"), step_of(".tmp_global_step_40"), step_of("latest")
+    (40, None, None)
+    """
+    match = STEP_DIR.match(name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoints_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / CHECKPOINTS
+
+
+def step_dir(checkpoints: Path, step: int) -> Path:
+    """A step's folder under a checkpoints folder."""
+    return Path(checkpoints) / step_name(step)
+
+
+def step_dirs(checkpoints: Path) -> dict[int, Path]:
+    """Every ``global_step_N`` folder under ``checkpoints`` by step, oldest first (hidden temporary folders are not
+    steps); empty when the folder does not exist."""
+    checkpoints = Path(checkpoints)
+    if not checkpoints.is_dir():
+        return {}
+    found = {step: p for p in checkpoints.iterdir() if p.is_dir() and (step := step_of(p.name)) is not None}
+    return dict(sorted(found.items()))
+
+
+def config_file(run_dir: Path) -> Path:
+    return Path(run_dir) / CONFIG
+
+
+def record_file(run_dir: Path) -> Path:
+    return Path(run_dir) / RUN_RECORD
+
+
+def metrics_file(run_dir: Path) -> Path:
+    return Path(run_dir) / METRICS
+
+
+def eval_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / EVAL
+
+
+def merged_dir(run_dir: Path, step: int) -> Path:
+    """Where a verl step is merged into a transformers folder."""
+    return Path(run_dir) / MERGED / step_name(step)
+
+
+def publish_dir(run_dir: Path, step: int) -> Path:
+    """The default Hub folder of a step."""
+    return Path(run_dir) / PUBLISH / step_name(step)
