@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from corewarding.config import compose_config, load_group_option
+from corewarding.tiny.data import write_tiny_dataset
+
 DATA_EXAMPLES = """examples:
   corewarding data prepare tiny
   corewarding data prepare math500 datasource.local_file=../shared/data/benchmarks/math500/test.jsonl
@@ -17,7 +20,6 @@ DATA_EXAMPLES = """examples:
 
 
 def _compose(name: str, overrides: list[str], rephrase: str | None = None) -> Any:
-    from corewarding.config import compose_config
 
     extra = [f"rephrase={rephrase}"] if rephrase else []
     return compose_config([f"datasource={name}", *extra, *overrides], config_name="data")
@@ -25,7 +27,7 @@ def _compose(name: str, overrides: list[str], rephrase: str | None = None) -> An
 
 def _print_report(report: Any) -> None:
     """One summary line (stderr) and the counts as JSON (stdout); the per-row lists stay in the report file."""
-    from corewarding.data.prepare import report_path
+    from corewarding.data.prepare import report_path  # pyarrow: imported when used
 
     print(report.summary(), file=sys.stderr)
     brief = report.brief(str(report_path(Path(report.output))))
@@ -34,14 +36,13 @@ def _print_report(report: Any) -> None:
 
 def _prepare(args: argparse.Namespace) -> int:
     cfg = _compose(args.name, args.overrides)  # config errors come before the heavy imports
-    from corewarding.data.prepare import prepare
+    from corewarding.data.prepare import prepare  # pyarrow: imported when used
 
     _print_report(prepare(cfg))
     return 0
 
 
 def _rephrase(args: argparse.Namespace) -> int:
-    from corewarding.config import load_group_option
 
     rephraser = None
     if not any(o.startswith("rephrase=") for o in args.overrides):
@@ -54,7 +55,7 @@ def _rephrase(args: argparse.Namespace) -> int:
             print(f"error: datasource {args.name} names no rephraser; pass rephrase=NAME", file=sys.stderr)
             return 2
     cfg = _compose(args.name, args.overrides, rephrase=rephraser)
-    from corewarding.data.rephrase.run import rephrase
+    from corewarding.data.rephrase.run import rephrase  # transformers: imported when used
 
     _print_report(rephrase(cfg))
     return 0
@@ -65,15 +66,13 @@ def _import(args: argparse.Namespace) -> int:
         print("error: --original and --rewrite go together", file=sys.stderr)
         return 2
     cfg = _compose(args.name, args.overrides, rephrase="release")
-    from corewarding.data.rephrase.importer import import_rephrased
+    from corewarding.data.rephrase.importer import import_rephrased  # pyarrow: imported when used
 
     _print_report(import_rephrased(cfg, args.pairs, args.original, args.rewrite))
     return 0
 
 
 def _tiny(args: argparse.Namespace) -> int:
-    from corewarding.config import compose_config
-    from corewarding.tiny.data import write_tiny_dataset
 
     cfg = compose_config(["dataset=tiny", *args.overrides])
     paths = write_tiny_dataset(Path(cfg.dataset.train_files).parent, **dict(cfg.dataset.tiny))

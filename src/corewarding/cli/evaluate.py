@@ -8,6 +8,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corewarding.config import compose_config
+from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.targets import model_target, run_targets
+from corewarding.matrix import parse_cell_id, run_dir
+
 if TYPE_CHECKING:  # the units module loads pyarrow: only `evaluate` itself imports it
     from corewarding.evaluation.units import UnitOutcome
 
@@ -18,7 +23,6 @@ def _out_dir_for_model(model: str) -> Path:
 
 def _resolve_run_dir(run: str, runs_dir: str) -> Path:
     """A run folder, or a cell id whose folder is ``{runs_dir}/{cell_id}``."""
-    from corewarding.matrix import parse_cell_id, run_dir
 
     path = Path(run)
     if path.is_dir():
@@ -40,10 +44,7 @@ def format_outcomes(outcomes: list[UnitOutcome]) -> str:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from corewarding.config import compose_config
-    from corewarding.evaluation.harness import evaluate_targets
-    from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
-    from corewarding.evaluation.targets import model_target, run_targets
+    from corewarding.evaluation.harness import evaluate_targets  # pyarrow: imported when used
 
     names = expand_benchmarks(args.benchmarks)
     configs = benchmark_configs(names, args.overrides)

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corewarding.hub.errors import PublishInputError, PushError
+from corewarding.hub.run_source import resolve_run_dir
+
 if TYPE_CHECKING:
     from corewarding.hub.publish import PushOptions
 
@@ -24,15 +27,13 @@ def _fail(message: object, code: int) -> int:
 
 
 def _options(args: argparse.Namespace) -> PushOptions:
-    from corewarding.hub.publish import PushOptions
+    from corewarding.hub.publish import PushOptions  # huggingface_hub: imported when used
 
     return PushOptions(private=args.private, retries=args.retries)
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from corewarding.hub.errors import PublishInputError, PushError
-    from corewarding.hub.publish import publish_run
-    from corewarding.hub.run_source import resolve_run_dir
+    from corewarding.hub.publish import publish_run  # huggingface_hub: imported when used
 
     steps = "all" if args.all_steps else (str(args.step) if args.step is not None else "last")
     try:
@@ -56,8 +57,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _publish_data(args: argparse.Namespace) -> int:
-    from corewarding.hub.errors import PublishInputError, PushError
-    from corewarding.hub.publish import publish_dataset
+    from corewarding.hub.publish import publish_dataset  # huggingface_hub: imported when used
 
     try:
         result = publish_dataset(

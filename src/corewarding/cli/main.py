@@ -1,4 +1,5 @@
-"""The ``corewarding`` command: matrix listing, rescoring, training, the demo, config inspection."""
+"""corewarding: the Co-rewarding reproduction platform (arXiv 2508.00410): data, GRPO training, evaluation,
+results, publishing and the Prefect pipeline over the checkpoint matrix."""
 
 from __future__ import annotations
 
@@ -6,17 +7,42 @@ import argparse
 import errno
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from corewarding.cli import data as data_cli
+from corewarding.cli import help as cli_help
+from corewarding.cli import verl as verl_cli
+from corewarding.cli.demo import run_demo
+from corewarding.cli.evaluate import add_subcommands as add_evaluation_subcommands
+from corewarding.cli.hub import add_subcommands as add_hub_subcommands
+from corewarding.cli.pipeline import add_subcommands as add_pipeline_subcommands
+from corewarding.cli.results import add_subcommands as add_results_subcommands
+from corewarding.cli.verl import dry_run, print_launch
+from corewarding.config import ConfigError, compose_config
+from corewarding.files import SourceError
+from corewarding.log_once import install
+from corewarding.matrix import hub_repo_id, load_matrix, run_dir
+from corewarding.methods.voting import Voter, voter_from_config
+from corewarding.pipeline.dvc import DvcError
+from corewarding.pipeline.pool_checks import PoolError
+from corewarding.pipeline.prefect_session import Interrupted, interruptible
+from corewarding.pipeline.report import format_table
+from corewarding.pipeline.store import StoreError
+from corewarding.rescore import score_file
+from corewarding.training import backend
+from corewarding.training.errors import CheckpointError, RunInUseError, RunWriteError, TrainingInterrupted
 
 log = logging.getLogger("corewarding")
 
 
 def _matrix_list(args: argparse.Namespace) -> int:
-    from corewarding.matrix import hub_repo_id, load_matrix, run_dir
 
     matrix = load_matrix(args.matrix)
     entries = [
@@ -37,9 +63,6 @@ def _matrix_list(args: argparse.Namespace) -> int:
 
 
 def _rewards_score(args: argparse.Namespace) -> int:
-    from corewarding.files import SourceError
-    from corewarding.methods.voting import Voter, voter_from_config
-    from corewarding.rescore import score_file
 
     vote = OmegaConf.create(
         {
@@ -70,8 +93,6 @@ def _rewards_score(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     """Train one cell; Ctrl-C or SIGTERM ends with one line saying how to resume and the shell's code for the signal
     (130 or 143)."""
-    from corewarding.pipeline.prefect_session import Interrupted, interruptible
-    from corewarding.training.errors import TrainingInterrupted
 
     try:
         with interruptible():
@@ -84,18 +105,13 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_cell(args: argparse.Namespace) -> int:
-    from corewarding.config import compose_config
 
     cfg = compose_config(args.overrides)  # a bad override fails here, in a second, before torch is imported
     if cfg.backend == "verl" and args.dry_run:
-        from corewarding.cli.verl import dry_run
-
         return dry_run(cfg, args.run_dir)
     if args.dry_run:
         print(json.dumps({"backend": "local", "dry_run": True, "config": "valid"}))
         return 0
-    from corewarding.cli.verl import print_launch
-    from corewarding.training import backend
 
     result = backend.train(cfg, Path(args.run_dir) if args.run_dir else None, trust_unverified=args.trust_unverified)
     if not isinstance(result, backend.RunResult):
@@ -106,7 +122,7 @@ def _train_cell(args: argparse.Namespace) -> int:
 
 
 def _checkpoint_convert(args: argparse.Namespace) -> int:
-    from corewarding.training.checkpoint import convert_legacy
+    from corewarding.training.checkpoint import convert_legacy  # torch: imported when used
 
     for folder in args.folders:
         convert_legacy(Path(folder))
@@ -115,8 +131,6 @@ def _checkpoint_convert(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from corewarding.cli.demo import run_demo
-    from corewarding.pipeline.report import format_table
 
     rows = run_demo(args.matrix, args.runs_dir, args.overrides)
     print(format_table(rows))
@@ -125,12 +139,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from corewarding.cli import data as data_cli
-    from corewarding.cli import verl as verl_cli
 
-    parser = argparse.ArgumentParser(prog="corewarding", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="corewarding",
+        description=__doc__,
+        epilog=cli_help.overview(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     matrix = sub.add_parser("matrix", help="the checkpoint matrix").add_subparsers(dest="action", required=True)
     listing = matrix.add_parser("list", help="print the cells and their Hub repo ids")
@@ -153,8 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     score.set_defaults(func=_rewards_score)
 
-    trainer = sub.add_parser("train", help="train one cell: Hydra overrides, e.g. method=co_rewarding_2")
-    trainer.add_argument("overrides", nargs="*")
+    trainer = sub.add_parser(
+        "train", help="train one cell: Hydra overrides, e.g. method=co_rewarding_2", description="Train one cell."
+    )
+    trainer.add_argument("overrides", nargs="*", help="Hydra key=value overrides (see below)")
     trainer.add_argument("--run-dir", default=None, help="default: {paths.runs_dir}/{cell_id}")
     trainer.add_argument("--dry-run", action="store_true", help="compose and validate only (backend=verl: no GPU)")
     trainer.add_argument(
@@ -179,21 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--runs-dir", default="runs/demo", help="apart from runs/ so single-cell runs never collide")
     demo.set_defaults(func=_demo)
 
-    from corewarding.cli.results import add_subcommands as add_results_subcommands
-
     add_results_subcommands(sub)
-
-    from corewarding.cli.evaluate import add_subcommands as add_evaluation_subcommands
 
     add_evaluation_subcommands(sub)
 
-    from corewarding.cli.pipeline import add_subcommands as add_pipeline_subcommands
-
     add_pipeline_subcommands(sub)
 
-    from corewarding.cli.hub import add_subcommands as add_hub_subcommands
-
     add_hub_subcommands(sub)
+    cli_help.attach_examples(sub.choices)
     return parser
 
 
@@ -201,15 +213,6 @@ PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, err
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from corewarding.config import ConfigError
-    from corewarding.files import SourceError
-    from corewarding.pipeline.dvc import DvcError
-    from corewarding.pipeline.pool_checks import PoolError
-    from corewarding.pipeline.store import StoreError
-    from corewarding.training.errors import CheckpointError, RunInUseError, RunWriteError
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -223,7 +226,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("httpx", "torch"):  # Prefect's API calls; torch's exit-time cache statistics
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
-    from corewarding.log_once import install
 
     install()  # each warning (offline Hub, bf16 on CPU, ...) once per process
     try:
@@ -246,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyError as exc:  # an unknown matrix, cell or config option; the message lists the known ones
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`corewarding matrix list | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush cannot fail again
+        return 0
     except OSError as exc:  # a path the user gave that cannot be used: too long, read-only, a folder, no permission
         if exc.errno not in PATH_ERRNOS or exc.filename is None:
             raise

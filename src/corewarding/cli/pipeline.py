@@ -8,6 +8,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from corewarding.config import compose_config
+from corewarding.matrix import load_matrix
+from corewarding.pipeline import steps
+from corewarding.pipeline.cells import (
+    CellPlan,
+    data_stages,
+    dvc_entry,
+    path_overrides,
+    plan_cell,
+    plan_cells,
+    selected_cells,
+)
+from corewarding.pipeline.dvc import add_cells_to_params
+from corewarding.pipeline.pool_checks import PoolError, check_pipeline, check_pool, check_server
+from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
+from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+
 REPO = Path(__file__).resolve().parents[3]  # the checkout (src/corewarding/cli/ -> its root): deploy's default --root
 
 
@@ -31,10 +48,7 @@ def _resume_command(argv: list[str]) -> str:
 
 def _preflight(args: argparse.Namespace) -> Any:
     """Compose the settings and the first selected cell's config: a typo fails in a second, before Prefect starts."""
-    from corewarding.config import compose_config
-    from corewarding.matrix import load_matrix
-    from corewarding.pipeline.cells import CellPlan, selected_cells
-    from corewarding.pipeline.settings import load_settings
+    from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     settings = load_settings(
         args.config, **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
@@ -49,8 +63,6 @@ def _preflight(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     settings = _preflight(args)
-    from corewarding.pipeline.pool_checks import check_pipeline
-    from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 
     try:
         with interruptible(), prefect_api(Path.cwd()) as api_url:
@@ -63,8 +75,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_flow(args: argparse.Namespace) -> int:
-    from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
-    from flows.pipeline import pipeline
+    from flows.pipeline import pipeline  # prefect: imported when used
 
     try:
         result = pipeline(
@@ -84,9 +95,7 @@ def _run_flow(args: argparse.Namespace) -> int:
 
 
 def _cells(args: argparse.Namespace) -> int:
-    from corewarding.pipeline.cells import data_stages, dvc_entry, plan_cells
-    from corewarding.pipeline.dvc import add_cells_to_params
-    from corewarding.pipeline.settings import load_settings
+    from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     settings = load_settings(args.config, **_selection_kwargs(args), overrides=args.overrides)
     plans = plan_cells(settings.selection, settings.overrides)
@@ -98,8 +107,6 @@ def _cells(args: argparse.Namespace) -> int:
 
 
 def _cell_step(args: argparse.Namespace) -> int:
-    from corewarding.pipeline import steps
-    from corewarding.pipeline.cells import path_overrides, plan_cell
 
     if args.step == "train":
         result = steps.train_cell(plan_cell(args.matrix, args.cell_id, args.overrides), force=args.force)
@@ -112,7 +119,7 @@ def _cell_step(args: argparse.Namespace) -> int:
 
 
 def _deploy(args: argparse.Namespace) -> int:
-    from flows import deploy
+    from flows import deploy  # prefect: imported when used
 
     if args.serve:
         deploy.serve(args.config)
@@ -128,10 +135,9 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL  # prefect: imported when used
 
-    from corewarding.pipeline.cell_worker import start
-    from corewarding.pipeline.pool_checks import PoolError, check_pool, check_server
+    from corewarding.pipeline.cell_worker import start  # prefect: imported when used
 
     api_url = PREFECT_API_URL.value()
     if not api_url:

@@ -8,12 +8,16 @@ import os
 import sys
 from pathlib import Path
 
+from corewarding.files import atomic_path
+from corewarding.matrix import load_matrix
+from corewarding.results.quality import QualityReportError
+
 DB_HELP = "the DuckDB store (default: $COREWARDING_RESULTS_DB or results/results.duckdb)"
 APP = Path(__file__).resolve().parents[3] / "dashboard" / "app.py"
 
 
 def _db(args: argparse.Namespace) -> Path:
-    from corewarding.results.store import default_db
+    from corewarding.results.store import default_db  # duckdb: imported when used
 
     return Path(args.db) if args.db else default_db()
 
@@ -24,12 +28,11 @@ def _fail(message: object) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from corewarding.results.evaluation import EvalFileError
-    from corewarding.results.ingest import StoreFullError, ingest
-    from corewarding.results.quality import QualityReportError
-    from corewarding.results.runs import RunFolderError
-    from corewarding.results.schema import SchemaError
-    from corewarding.results.store import StoreBusyError, StoreDamagedError
+    from corewarding.results.evaluation import EvalFileError  # duckdb: imported when used
+    from corewarding.results.ingest import StoreFullError, ingest  # duckdb: imported when used
+    from corewarding.results.runs import RunFolderError  # pandas: imported when used
+    from corewarding.results.schema import SchemaError  # duckdb: imported when used
+    from corewarding.results.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
 
     errors = (RunFolderError, QualityReportError, EvalFileError, SchemaError, StoreBusyError, StoreDamagedError)
 
@@ -45,8 +48,8 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from corewarding.results.schema import SchemaError
-    from corewarding.results.store import StoreDamagedError, reader
+    from corewarding.results.schema import SchemaError  # duckdb: imported when used
+    from corewarding.results.store import StoreDamagedError, reader  # duckdb: imported when used
 
     try:
         with reader(_db(args)) as con:
@@ -62,8 +65,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _synthetic(args: argparse.Namespace) -> int:
-    from corewarding.matrix import load_matrix
-    from corewarding.results.synthetic import SyntheticSpec, write_result_set
+    from corewarding.results.synthetic import SyntheticSpec, write_result_set  # pandas: imported when used
 
     spec = SyntheticSpec(steps=args.steps, samples_per_benchmark=args.samples)
     runs, data = write_result_set(Path(args.out), load_matrix(args.matrix).cells, spec)
@@ -73,12 +75,11 @@ def _synthetic(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """Write the reproduction report of a matrix as one HTML file (atomically: a reader never sees half of it)."""
-    import duckdb
+    import duckdb  # duckdb: imported when used
 
-    from corewarding.files import atomic_path
-    from corewarding.results.report import ReportError, build_report
-    from corewarding.results.schema import SchemaError
-    from corewarding.results.store import StoreBusyError, StoreDamagedError
+    from corewarding.results.report import ReportError, build_report  # duckdb: imported when used
+    from corewarding.results.schema import SchemaError  # duckdb: imported when used
+    from corewarding.results.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
 
     db = _db(args)
     out = Path(args.out) if args.out else Path("results") / f"report-{args.matrix}.html"

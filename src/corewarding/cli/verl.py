@@ -13,17 +13,20 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import compose_config
-from corewarding.matrix import parse_cell_id
+from corewarding.matrix import parse_cell_id, run_dir
 from corewarding.training.common import cell_of
-from corewarding.training.verl.launch import VerlLaunch
+from corewarding.training.errors import CheckpointError
+from corewarding.training.verl.launch import VerlLaunch, train_verl
+from corewarding.training.verl.merge import merge_checkpoint
 from corewarding.training.verl.plan import ResourcePlan, plan_cell, table
+from corewarding.training.verl.snapshot import default_dir, stale_snapshots, write_snapshots
+from corewarding.training.verl.verl_config import to_verl_config, verl_yaml
 
 
 def dry_run(cfg: DictConfig, run_dir: str | None) -> int:
     """Validate ``cfg``'s verl cell without training: one JSON line, after the cell's memory and disk estimate as a
     table row; a cell that does not fit ``verl.gpu_memory_gb`` / ``host_memory_gb`` / ``disk_gb`` is refused (exit
     2, one line)."""
-    from corewarding.training.verl.launch import train_verl
 
     run = train_verl(cfg, Path(run_dir) if run_dir else None, dry_run=True)
     plan = plan_cell(cfg, str(run.verl_config.actor_rollout_ref.ref.fsdp_config.model_dtype))
@@ -62,7 +65,6 @@ def split_cell(args: list[str]) -> tuple[str | None, list[str]]:
 
 def show(args: argparse.Namespace) -> int:
     """Print a composed config: a cell's resolved verl config, or ours for overrides (``--verl``: verl's)."""
-    from corewarding.training.verl.verl_config import to_verl_config, verl_yaml
 
     try:
         cell_id, overrides = split_cell(list(args.overrides))
@@ -75,7 +77,6 @@ def show(args: argparse.Namespace) -> int:
     if cell_id is None and not args.verl:
         print(OmegaConf.to_yaml(cfg), end="")
         return 0
-    from corewarding.matrix import run_dir
 
     print(verl_yaml(to_verl_config(cfg, run_dir(cell_of(cfg), cfg.paths.runs_dir).as_posix())), end="")
     return 0
@@ -83,7 +84,6 @@ def show(args: argparse.Namespace) -> int:
 
 def snapshot(args: argparse.Namespace) -> int:
     """Regenerate (or with ``--check`` compare) the per-cell verl config snapshots."""
-    from corewarding.training.verl.snapshot import default_dir, stale_snapshots, write_snapshots
 
     out = Path(args.out) if args.out else default_dir()
     if args.check:
@@ -100,8 +100,6 @@ def snapshot(args: argparse.Namespace) -> int:
 
 def merge(args: argparse.Namespace) -> int:
     """Merge a run's verl checkpoint into a Hugging Face folder."""
-    from corewarding.training.errors import CheckpointError
-    from corewarding.training.verl.merge import merge_checkpoint
 
     run = Path(args.run)
     if not run.is_dir() and "/" not in args.run:

@@ -19,7 +19,6 @@ from omegaconf import OmegaConf
 
 from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
 from corewarding.evaluation.targets import run_targets, saved_checkpoints
-from corewarding.hub import publish_run
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
 from corewarding.run_folder import checkpoints_dir, eval_dir
@@ -188,6 +187,7 @@ def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str 
 
     Skipped when every folder was already built with this content and nothing needed uploading.
     """
+    from corewarding.hub import publish_run  # huggingface_hub: imported when used
 
     results = publish_run(plan.run_dir, org=org or str(plan.cfg.hub.org), push=push, steps=steps)
     unchanged = all(r.folder.status == "unchanged" and not r.pushes for r in results)

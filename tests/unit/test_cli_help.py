@@ -1,0 +1,58 @@
+"""`corewarding --help` names every command in a group, the internal ones apart; each command's help has an example."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+
+import pytest
+
+from corewarding.cli.help import INTERNAL, USER_GROUPS, attach_examples
+from corewarding.cli.main import build_parser
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_the_top_help_names_every_command_and_puts_the_internal_ones_under_their_own_heading() -> None:
+    text = build_parser().format_help()
+    for name in _commands():
+        assert re.search(rf"\n    {re.escape(name)}\s", text), name  # argparse's row of the command
+    grouped = [name for _, names in USER_GROUPS for name in names]
+    assert sorted(grouped + list(INTERNAL)) == sorted(_commands())
+    internal = text[text.index("internal commands") :]
+    assert all(f"\n  {name} " in internal for name in INTERNAL)
+    assert not any(f"\n  {name} " in internal for name in grouped)
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_every_command_help_ends_with_an_example(name: str) -> None:
+    text = _commands()[name].format_help()
+    examples = text[text.rindex("examples:") :].splitlines()[1:]
+    assert examples and all(line.strip().startswith("corewarding ") for line in examples if line.strip())
+
+
+def test_train_help_says_how_overrides_work() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "corewarding.cli", "train", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    assert "key=value" in done.stdout and "+verl." in done.stdout and "--dry-run" in done.stdout
+
+
+def test_a_command_without_a_group_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="unheard-of"):
+        attach_examples({"unheard-of": argparse.ArgumentParser()})
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    code = "import sys; from corewarding.cli import main; sys.exit(main(['matrix', 'list', '--matrix', 'paper']))"
+    done = subprocess.run(
+        f'{sys.executable} -c "{code}" | head -1', shell=True, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.count("\n") == 1
+    assert "Traceback" not in done.stderr
