@@ -1,14 +1,16 @@
-"""Generation backends: n sampled completions per problem, with token counts and finish reasons.
+"""Text generation backends, shared by evaluation and rephrasing: n sampled completions per conversation.
 
 ``TransformersGenerator`` batches prompts through ``generate()`` (CPU by default; the tests use the tiny model);
 ``VLLMGenerator`` runs vLLM's offline engine on a GPU. Both render prompts with the model's own chat template and take
-a Hub id, a local folder, or a run's (merged) checkpoint folder.
+a Hub id, a local folder, or a run's (merged) checkpoint folder. ``sample`` takes one seed per conversation;
+``generate`` (what evaluation calls) derives them from one base seed. What the two callers do differently is a
+constructor option, not a second code path: see ``TransformersGenerator`` and ``VLLMEngine``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,10 +20,13 @@ from corewarding.backends import GPU_EXTRA, require_backend
 
 log = logging.getLogger(__name__)
 
+Conversation = list[dict[str, str]]
+
 
 @dataclass(frozen=True)
 class Completion:
-    """One sampled response: its text, its length in tokens, and why it ended (``stop`` or ``length``)."""
+    """One sampled response: its text, its length in tokens, and why it ended (``stop``, ``length``, or
+    ``prompt_too_long``: nothing generated because the prompt leaves no room in the context)."""
 
     text: str
     num_tokens: int
@@ -34,7 +39,7 @@ class Completion:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """Decoding settings of one benchmark; temperature 0 is greedy (one completion per problem)."""
+    """Decoding settings of one call; temperature 0 is greedy (one completion per conversation)."""
 
     n: int
     temperature: float
@@ -46,11 +51,22 @@ class SamplingSettings:
         return self.temperature == 0
 
 
+@dataclass(frozen=True)
+class VLLMEngine:
+    """vLLM engine settings (``max_model_len`` None: the model's own)."""
+
+    dtype: str
+    tensor_parallel_size: int
+    gpu_memory_utilization: float
+    max_model_len: int | None
+    enforce_eager: bool = False
+
+
 class Generator(Protocol):
-    """What the harness needs from a backend."""
+    """What the evaluation harness needs from a backend."""
 
     def generate(
-        self, conversations: Sequence[list[dict[str, str]]], sampling: SamplingSettings, seed: int
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seed: int
     ) -> list[list[Completion]]:
         """``sampling.n`` completions for each conversation, in order (``seed`` makes the call reproducible)."""
         ...
@@ -58,93 +74,193 @@ class Generator(Protocol):
     def close(self) -> None: ...
 
 
+def conversation_seeds(seed: int, count: int) -> list[int]:
+    """The per-conversation seeds of a call with one base seed: ``seed``, ``seed + 1``, ..."""
+    return [seed + i for i in range(count)]
+
+
+def render_prompts(tokenizer: Any, conversations: Sequence[Conversation], chat_kwargs: Mapping[str, Any]) -> list[str]:
+    """Conversations rendered with the tokenizer's chat template and the assistant generation prompt."""
+    return [
+        str(tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False, **chat_kwargs))
+        for c in conversations
+    ]
+
+
+def check_backend(backend: str, option: str, alternative: str) -> None:
+    """Refuse ``vllm`` where it cannot run (not installed, or no GPU) with one clear error naming ``option``."""
+    if backend == "vllm":
+        require_backend(option, modules=("vllm",), gpu=True, hint=f"{GPU_EXTRA}, or {alternative}")
+
+
 class TransformersGenerator:
-    """Batched sampling with transformers (the local rollout engine's ``generate``)."""
+    """Batched sampling with transformers; one torch seed per call (the first conversation's).
 
-    def __init__(self, model_path: str, device: str = "cpu", dtype: str = "float32", batch_size: int = 8) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM
+    Options (evaluation's defaults; rephrasing sets the others):
+    ``dtype``: a torch dtype name, or None for the checkpoint's own; ``batch_size``: prompts per ``generate()``,
+    None for the whole call; ``chat_kwargs``: extra chat-template variables (``enable_thinking``); ``fit_context``:
+    a prompt that leaves no room in the model's context gets ``prompt_too_long`` and the others at most the room
+    left; ``pin_sampling``: decode with the rollout engine, which pins every setting that reshapes the distribution
+    and stops at the tokenizer's and the model's EOS tokens (False: only temperature, top_p and top_k are set, the
+    rest and the stop tokens come from the model's generation config, and a reply ends on the tokenizer's EOS).
+    """
 
-        from corewarding.lm.loading import load_tokenizer
+    def __init__(
+        self,
+        model_path: str,
+        device: str = "cpu",
+        dtype: str | None = "float32",
+        batch_size: int | None = 8,
+        *,
+        chat_kwargs: Mapping[str, Any] | None = None,
+        fit_context: bool = False,
+        pin_sampling: bool = True,
+    ) -> None:
+        import torch  # heavy: imported on use, so CPU-less paths and the CLI's fast paths never load it
+        from transformers import AutoModelForCausalLM  # transformers: imported when used
 
-        torch_dtype = getattr(torch, dtype)
-        if device == "cpu" and torch_dtype == torch.bfloat16:
-            log.warning("bfloat16 on CPU is slow; loading %s in float32", model_path)
-            torch_dtype = torch.float32
-        self.tokenizer = load_tokenizer(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype).to(device)  # type: ignore[arg-type]
+        from corewarding.lm.loading import load_tokenizer  # torch: imported when used
+
+        options: dict[str, Any] = {}
+        if dtype is not None:
+            options["dtype"] = getattr(torch, dtype)
+            if device == "cpu" and options["dtype"] == torch.bfloat16:
+                log.warning("bfloat16 on CPU is slow; loading %s in float32", model_path)
+                options["dtype"] = torch.float32
+        self.tokenizer = load_tokenizer(model_path)  # left-padded, with a pad token
+        self.model: Any = AutoModelForCausalLM.from_pretrained(model_path, **options).to(device)  # type: ignore[arg-type]
         self.model.eval()
+        self.device = device
         self.batch_size = batch_size
+        self.chat_kwargs = dict(chat_kwargs or {})
+        self.fit_context = fit_context
+        self.pin_sampling = pin_sampling
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
 
     def generate(
-        self, conversations: Sequence[list[dict[str, str]]], sampling: SamplingSettings, seed: int
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seed: int
     ) -> list[list[Completion]]:
+        return self.sample(conversations, sampling, conversation_seeds(seed, len(conversations)))
+
+    def sample(
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seeds: Sequence[int]
+    ) -> list[list[Completion]]:
+        """``sampling.n`` completions (1 when greedy) for each conversation; ``seeds[0]`` seeds torch."""
         import torch
 
-        from corewarding.lm.rollout import Sampling, chat_prompts, generate
+        if not conversations:
+            return []
+        torch.manual_seed(seeds[0])
+        prompts = render_prompts(self.tokenizer, conversations, self.chat_kwargs)
+        size = self.batch_size or len(prompts)
+        out: list[list[Completion]] = []
+        for start in range(0, len(prompts), size):
+            out += self._batch(prompts[start : start + size], sampling)
+        return out
 
-        torch.manual_seed(seed)
+    def _batch(self, prompts: list[str], sampling: SamplingSettings) -> list[list[Completion]]:
+        max_new, fits = sampling.max_new_tokens, list(range(len(prompts)))
+        if self.fit_context:
+            lengths = [len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+            fits = [i for i, n in enumerate(lengths) if n < self.context]
+            if fits:
+                max_new = min(max_new, self.context - max(lengths[i] for i in fits))
+        results = [[Completion("", 0, "prompt_too_long")] for _ in prompts]
+        if not fits:
+            return results
+        decode = self._pinned if self.pin_sampling else self._model_defaults
+        completions = decode([prompts[i] for i in fits], sampling, max_new)
+        per_prompt = 1 if sampling.greedy else sampling.n
+        for k, i in enumerate(fits):
+            results[i] = completions[k * per_prompt : (k + 1) * per_prompt]
+        return results
+
+    def _pinned(self, prompts: list[str], sampling: SamplingSettings, max_new: int) -> list[Completion]:
+        from corewarding.lm.rollout import Sampling, generate  # torch: imported when used
+
         settings = Sampling(
             n=sampling.n,
-            max_new_tokens=sampling.max_new_tokens,
+            max_new_tokens=max_new,
             temperature=sampling.temperature or 1.0,
             top_p=sampling.top_p,
             greedy=sampling.greedy,
         )
-        per_prompt = 1 if sampling.greedy else sampling.n
-        out: list[list[Completion]] = []
-        for start in range(0, len(conversations), self.batch_size):
-            batch = list(conversations[start : start + self.batch_size])
-            prompts = chat_prompts(self.tokenizer, batch)
-            rollouts = generate(self.model, self.tokenizer, prompts, [""] * len(batch), [None] * len(batch), settings)
-            lengths = rollouts.lengths.tolist()
-            completions = [
-                Completion(text, int(length), "length" if cut else "stop")
-                for text, length, cut in zip(rollouts.texts, lengths, rollouts.truncated, strict=True)
-            ]
-            out += [completions[i : i + per_prompt] for i in range(0, len(completions), per_prompt)]
-        return out
+        rollouts = generate(self.model, self.tokenizer, prompts, [""] * len(prompts), [None] * len(prompts), settings)
+        return [
+            Completion(text, int(length), "length" if cut else "stop")
+            for text, length, cut in zip(rollouts.texts, rollouts.lengths.tolist(), rollouts.truncated, strict=True)
+        ]
+
+    def _model_defaults(self, prompts: list[str], sampling: SamplingSettings, max_new: int) -> list[Completion]:
+        import torch
+
+        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            out = self.model.generate(
+                **batch.to(self.device),
+                do_sample=True,
+                temperature=float(sampling.temperature),
+                top_p=float(sampling.top_p),
+                top_k=0,
+                max_new_tokens=max_new,
+                num_return_sequences=sampling.n,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        completions = []
+        for ids in out[:, batch["input_ids"].shape[1] :]:
+            eos = (ids == self.tokenizer.eos_token_id).nonzero()
+            text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
+            ended = len(eos) > 0
+            completions.append(Completion(text, int(eos[0]) + 1 if ended else len(ids), "stop" if ended else "length"))
+        return completions
 
     def close(self) -> None:
         del self.model
 
 
 class VLLMGenerator:
-    """vLLM's offline engine (GPU); each problem samples with its own seed, so a resumed chunk repeats exactly."""
+    """vLLM's offline engine (GPU); each conversation samples with its own seed, so a resumed chunk repeats exactly."""
 
-    def __init__(self, model_path: str, settings: DictConfig, seed: int) -> None:
-        from vllm import LLM
+    def __init__(
+        self, model_path: str, engine: VLLMEngine, seed: int, chat_kwargs: Mapping[str, Any] | None = None
+    ) -> None:
+        from vllm import LLM  # GPU only; imported here so CPU installs never need vllm
 
-        from corewarding.lm.loading import load_tokenizer
+        from corewarding.lm.loading import load_tokenizer  # torch: imported when used
 
         self.tokenizer = load_tokenizer(model_path)
+        self.chat_kwargs = dict(chat_kwargs or {})
         self.llm = LLM(
             model=model_path,
-            dtype=str(settings.dtype),
-            tensor_parallel_size=int(settings.tensor_parallel_size),
-            gpu_memory_utilization=float(settings.gpu_memory_utilization),
-            max_model_len=settings.max_model_len,
-            enforce_eager=bool(settings.enforce_eager),
+            dtype=engine.dtype,
+            tensor_parallel_size=engine.tensor_parallel_size,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            max_model_len=engine.max_model_len,
+            enforce_eager=engine.enforce_eager,
             seed=seed,
         )
 
     def generate(
-        self, conversations: Sequence[list[dict[str, str]]], sampling: SamplingSettings, seed: int
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seed: int
     ) -> list[list[Completion]]:
-        from vllm import SamplingParams
+        return self.sample(conversations, sampling, conversation_seeds(seed, len(conversations)))
 
-        from corewarding.lm.rollout import chat_prompts
+    def sample(
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seeds: Sequence[int]
+    ) -> list[list[Completion]]:
+        """``sampling.n`` completions (1 when greedy) for each conversation, the i-th sampled with ``seeds[i]``."""
+        from vllm import SamplingParams  # vllm: imported when used
 
-        prompts = chat_prompts(self.tokenizer, list(conversations))
+        prompts = render_prompts(self.tokenizer, conversations, self.chat_kwargs)
         params = [
             SamplingParams(
                 n=1 if sampling.greedy else sampling.n,
                 temperature=sampling.temperature,
                 top_p=1.0 if sampling.greedy else sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
-                seed=seed + i,
+                seed=seed,
             )
-            for i in range(len(prompts))
+            for seed in seeds
         ]
         results = self.llm.generate(prompts, params, use_tqdm=False)
         return [
@@ -160,11 +276,18 @@ class VLLMGenerator:
 
 
 def load_generator(cfg: DictConfig, model_path: str) -> Any:
-    """The backend ``cfg.generation.backend`` names, loaded with ``model_path``."""
+    """Evaluation's backend: the one ``cfg.generation.backend`` names, loaded with ``model_path``."""
     settings = cfg.generation
     if settings.backend == "transformers":
         return TransformersGenerator(model_path, str(settings.device), str(settings.dtype), int(settings.batch_size))
     if settings.backend == "vllm":
-        require_backend("generation=vllm", modules=("vllm",), gpu=True, hint=f"{GPU_EXTRA}, or generation=transformers")
-        return VLLMGenerator(model_path, settings, int(cfg.seed))
+        check_backend("vllm", "generation=vllm", "generation=transformers")
+        engine = VLLMEngine(
+            str(settings.dtype),
+            int(settings.tensor_parallel_size),
+            float(settings.gpu_memory_utilization),
+            settings.max_model_len,
+            bool(settings.enforce_eager),
+        )
+        return VLLMGenerator(model_path, engine, int(cfg.seed))
     raise ValueError(f"generation.backend={settings.backend!r}; expected transformers or vllm")

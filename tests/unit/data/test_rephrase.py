@@ -9,11 +9,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from corewarding.config import compose_config
-from corewarding.data.rephrase.generators import Generation
 from corewarding.data.rephrase.importer import import_rephrased
 from corewarding.data.rephrase.parse import parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, PLACEHOLDER, RESULT_END, RESULT_START, rephrase_messages
-from corewarding.data.rephrase.run import rephrase_chunk, row_seed
+from corewarding.data.rephrase.run import Generation, rephrase_chunk, row_seed
 from corewarding.pipeline.cells import Selection, plan_cells
 from corewarding.training.common import total_steps
 

@@ -10,9 +10,8 @@ import pytest
 
 from corewarding.config import ConfigError, compose_config
 from corewarding.data.prepare import prepare
-from corewarding.data.rephrase.generators import Generation
 from corewarding.data.rephrase.prompt import PLACEHOLDER, RESULT_END, RESULT_START
-from corewarding.data.rephrase.run import rephrase
+from corewarding.data.rephrase.run import Generation, rephrase
 
 
 class Scripted:

@@ -14,22 +14,82 @@ import json
 import logging
 import os
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.data.models import resolve_model_source
 from corewarding.data.quality import QualityReport
-from corewarding.data.rephrase.generators import Generator, check_backend, make_generator
 from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outputs
 from corewarding.data.rephrase.parse import Verdict, parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, rephrase_messages
 from corewarding.data.settings import check_rephrase
 from corewarding.files import SourceError, atomic_path, parse_json, read_text
+from corewarding.lm.generation import (
+    Conversation,
+    SamplingSettings,
+    TransformersGenerator,
+    VLLMEngine,
+    VLLMGenerator,
+)
+from corewarding.lm.generation import (
+    check_backend as check_generation_backend,
+)
 from corewarding.rows import question_of, read_verl_rows
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One reply as the raw log records it; ``finish`` is stop, length, or prompt_too_long (nothing generated)."""
+
+    text: str
+    finish: str
+
+
+class Generator(Protocol):
+    """Generates one reply per conversation; ``seeds`` gives one seed per conversation."""
+
+    def generate(self, conversations: list[Conversation], seeds: list[int]) -> list[Generation]: ...
+
+
+class Rephraser:
+    """lm's text generator with ``rephrase``'s sampling: one reply per conversation, each with its own seed."""
+
+    def __init__(self, generator: TransformersGenerator | VLLMGenerator, spec: DictConfig) -> None:
+        self.generator = generator
+        self.sampling = SamplingSettings(1, float(spec.temperature), float(spec.top_p), int(spec.max_new_tokens))
+
+    def generate(self, conversations: list[Conversation], seeds: list[int]) -> list[Generation]:
+        replies = self.generator.sample(conversations, self.sampling, seeds)
+        return [Generation(reply.text, reply.finish_reason) for [reply] in replies]
+
+
+def check_backend(spec: DictConfig) -> None:
+    """Refuse a ``rephrase.backend`` that cannot run here (vllm: not installed, or no GPU) with one clear error."""
+    check_generation_backend(str(spec.backend), "rephrase.backend=vllm", "rephrase=transformers_tiny")
+
+
+def make_generator(spec: DictConfig, source: str) -> Generator:
+    """The generator ``rephrase.backend`` names: the whole chunk in one call, the chat template told
+    ``enable_thinking``, prompts fitted to the context, the model's own dtype and generation config."""
+    check_backend(spec)
+    chat_kwargs = {"enable_thinking": bool(spec.enable_thinking)}
+    if spec.backend == "transformers":
+        model = TransformersGenerator(
+            source, dtype=None, batch_size=None, chat_kwargs=chat_kwargs, fit_context=True, pin_sampling=False
+        )
+        return Rephraser(model, spec)
+    if spec.backend == "vllm":
+        vllm = spec.vllm
+        engine = VLLMEngine(
+            str(vllm.dtype), int(vllm.tensor_parallel_size), float(vllm.gpu_memory_utilization), int(vllm.max_model_len)
+        )
+        return Rephraser(VLLMGenerator(source, engine, int(spec.seed), chat_kwargs), spec)
+    raise ValueError(f"rephrase.backend={spec.backend!r}: expected transformers or vllm")
 
 
 def row_seed(base: int, row: int, attempt: int) -> int:
