@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import subprocess
 import sys
 
 import pytest
 
-from corewarding.cli.help import INTERNAL, USER_GROUPS, attach_examples
+from corewarding.cli.help import EXAMPLES, INTERNAL, USER_GROUPS, attach_examples
 from corewarding.cli.main import build_parser
 
 
@@ -56,3 +57,11 @@ def test_a_closed_pipe_ends_quietly() -> None:
     )
     assert done.stdout.count("\n") == 1
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_every_example_is_a_command_the_parser_accepts(name: str) -> None:
+    for line in EXAMPLES[name]:
+        args = shlex.split(line)[1:]
+        parsed = build_parser().parse_args(args)
+        assert parsed.command == name, line
