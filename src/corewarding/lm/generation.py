@@ -93,7 +93,21 @@ def check_backend(backend: str, option: str, alternative: str) -> None:
         require_backend(option, modules=("vllm",), gpu=True, hint=f"{GPU_EXTRA}, or {alternative}")
 
 
-class TransformersGenerator:
+class SeededGenerator:
+    """``generate`` with one base seed: conversation i is sampled with ``seed + i`` (``sample`` takes the seeds)."""
+
+    def sample(
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seeds: Sequence[int]
+    ) -> list[list[Completion]]:
+        raise NotImplementedError
+
+    def generate(
+        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seed: int
+    ) -> list[list[Completion]]:
+        return self.sample(conversations, sampling, conversation_seeds(seed, len(conversations)))
+
+
+class TransformersGenerator(SeededGenerator):
     """Batched sampling with transformers; one torch seed per call (the first conversation's).
 
     Options (evaluation's defaults; rephrasing sets the others):
@@ -137,16 +151,11 @@ class TransformersGenerator:
         self.pin_sampling = pin_sampling
         self.context = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
 
-    def generate(
-        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seed: int
-    ) -> list[list[Completion]]:
-        return self.sample(conversations, sampling, conversation_seeds(seed, len(conversations)))
-
     def sample(
         self, conversations: Sequence[Conversation], sampling: SamplingSettings, seeds: Sequence[int]
     ) -> list[list[Completion]]:
         """``sampling.n`` completions (1 when greedy) for each conversation; ``seeds[0]`` seeds torch."""
-        import torch
+        import torch  # torch: imported when used
 
         if not conversations:
             return []
@@ -218,7 +227,7 @@ class TransformersGenerator:
         del self.model
 
 
-class VLLMGenerator:
+class VLLMGenerator(SeededGenerator):
     """vLLM's offline engine (GPU); each conversation samples with its own seed, so a resumed chunk repeats exactly."""
 
     def __init__(
@@ -239,11 +248,6 @@ class VLLMGenerator:
             enforce_eager=engine.enforce_eager,
             seed=seed,
         )
-
-    def generate(
-        self, conversations: Sequence[Conversation], sampling: SamplingSettings, seed: int
-    ) -> list[list[Completion]]:
-        return self.sample(conversations, sampling, conversation_seeds(seed, len(conversations)))
 
     def sample(
         self, conversations: Sequence[Conversation], sampling: SamplingSettings, seeds: Sequence[int]
