@@ -201,7 +201,7 @@ class TransformersGenerator(SeededGenerator):
         ]
 
     def _model_defaults(self, prompts: list[str], sampling: SamplingSettings, max_new: int) -> list[Completion]:
-        import torch
+        import torch  # torch: imported when used
 
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad():
