@@ -24,6 +24,8 @@ METRICS = "metrics.jsonl"
 LOCK = ".trainer.lock"
 VERL_INPUTS = "inputs.json"
 VERL_CONFIG = "verl_config.yaml"
+VERL_DATA = "verl_data"  # verl: the filtered training and validation rows it reads
+VERL_LOGS = "verl_logs"  # verl: its raw metric logs, exported to metrics.jsonl
 VERL_CONFIG_HASH = "config_hash"  # verl: the training-config hash its checkpoints were made under
 
 CHECKPOINTS = "checkpoints"
@@ -38,6 +40,7 @@ EVAL_METRICS = Path(EVAL) / "metrics.parquet"
 EVAL_SAMPLES = Path(EVAL) / "samples.parquet"
 EVAL_INDEX = Path(EVAL) / "index.json"
 EVAL_UNITS = Path(EVAL) / "units"
+EVAL_STAMP = "pipeline.json"  # under eval/: which steps the pipeline evaluated with which benchmark settings
 
 PUBLISH = "publish"
 PUSH_RECORD = ".pushed.json"  # in a publish folder: each successful push (repo, revision, commit)

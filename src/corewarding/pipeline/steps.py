@@ -21,14 +21,13 @@ from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
 from corewarding.evaluation.targets import run_targets, saved_checkpoints
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
-from corewarding.run_folder import checkpoints_dir, eval_dir
+from corewarding.run_folder import EVAL_STAMP, checkpoints_dir, eval_dir
 from corewarding.training import backend
 from corewarding.training.common import training_config_hash
 from corewarding.training.run_record import data_files, read_record
 
 log = logging.getLogger(__name__)
 
-EVAL_STAMP = "pipeline.json"  # under <run>/eval/: which steps were evaluated with which benchmark settings
 SUPERSEDED = ".superseded"  # under the runs folder: runs moved aside because the cell's configuration changed
 
 

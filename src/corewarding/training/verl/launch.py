@@ -18,6 +18,7 @@ from corewarding.config import ConfigError
 from corewarding.run_folder import (
     VERL_CONFIG,
     VERL_CONFIG_HASH,
+    VERL_DATA,
     VERL_INPUTS,
     VERL_TRACKER,
     checkpoints_dir,
@@ -91,7 +92,7 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
             "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
         )
     rows = load_training_rows(cfg, load_tokenizer(base_model_source(cfg)))
-    write_verl_inputs(rows, run_dir / "verl_data", trains_pairs(cfg))
+    write_verl_inputs(rows, run_dir / VERL_DATA, trains_pairs(cfg))
     report: dict[str, object] = {
         "train_rows": len(rows.train),
         "rephrased_rows": None if rows.rephrased is None else len(rows.rephrased),

@@ -20,7 +20,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from corewarding.config import ConfigError
-from corewarding.run_folder import metrics_file
+from corewarding.run_folder import CHECKPOINTS, VERL_DATA, VERL_LOGS, metrics_file
 from corewarding.training.common import cell_of
 
 PLUGIN_MODULE = "corewarding.training.verl.plugins"
@@ -114,8 +114,8 @@ def ray_address(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> st
 def _data_keys(cfg: DictConfig, run: str, prompts: int) -> dict[str, Any]:
     g = cfg.grpo
     return {
-        "data.train_files": f"{run}/verl_data/train.parquet",
-        "data.val_files": f"{run}/verl_data/val.parquet",
+        "data.train_files": f"{run}/{VERL_DATA}/train.parquet",
+        "data.val_files": f"{run}/{VERL_DATA}/val.parquet",
         "data.train_batch_size": prompts,
         "data.max_prompt_length": int(g.max_prompt_length),
         "data.max_response_length": int(g.max_response_length),
@@ -198,7 +198,7 @@ def _trainer_keys(cfg: DictConfig, run: str) -> dict[str, Any]:
         "trainer.save_freq": int(sched.save_freq),
         "trainer.test_freq": int(sched.test_freq),
         "trainer.val_before_train": bool(sched.val_before_train),
-        "trainer.default_local_dir": f"{run}/checkpoints",
+        "trainer.default_local_dir": f"{run}/{CHECKPOINTS}",
         "trainer.max_actor_ckpt_to_keep": None if v.checkpoints_to_keep is None else int(v.checkpoints_to_keep),
         "trainer.resume_mode": "auto",
         "trainer.balance_batch": True,  # the trainer's reward hook runs inside _balance_batch
@@ -262,7 +262,7 @@ def corewarding_section(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         "vote": OmegaConf.to_container(cfg.vote, resolve=True),
         "run_dir": run,
         "metrics_file": str(metrics_file(Path(run_dir))),
-        "verl_log_dir": f"{run}/verl_logs",
+        "verl_log_dir": f"{run}/{VERL_LOGS}",
     }
 
 
