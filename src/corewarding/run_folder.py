@@ -5,11 +5,12 @@ shared store read them. The layout::
 
     config.yaml            the resolved training config          run.json       the run record (status, hashes)
     metrics.jsonl          one line per training step            .trainer.lock  held while a trainer runs
-    inputs.json            verl: the filtered inputs' report     verl_config.yaml  verl: the config it ran
+    inputs.json            the rows kept and dropped              verl_config.yaml, config_hash  verl: what it ran
+    verl_data/, verl_logs/ verl: the rows it reads, its raw logs
     checkpoints/           global_step_N/ per save; ``latest`` (local: ``global_step_N``) or
                            ``latest_checkpointed_iteration.txt`` (verl: ``N``) names the newest complete one
     hf/global_step_N/      a verl step merged into a transformers folder
-    eval/                  metrics.parquet, samples.parquet, index.json, units/ (one folder per evaluation unit)
+    eval/                  metrics.parquet, samples.parquet, index.json, pipeline.json, units/ (one folder per unit)
     publish/global_step_N/ the Hub folder of a step; its .pushed.json records each push
 """
 
@@ -22,7 +23,7 @@ CONFIG = "config.yaml"
 RUN_RECORD = "run.json"
 METRICS = "metrics.jsonl"
 LOCK = ".trainer.lock"
-VERL_INPUTS = "inputs.json"
+VERL_INPUTS = "inputs.json"  # both backends: the rows kept and dropped before training
 VERL_CONFIG = "verl_config.yaml"
 VERL_DATA = "verl_data"  # verl: the filtered training and validation rows it reads
 VERL_LOGS = "verl_logs"  # verl: its raw metric logs, exported to metrics.jsonl
