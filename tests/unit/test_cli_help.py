@@ -10,8 +10,17 @@ import sys
 
 import pytest
 
-from corewarding.cli.help import EXAMPLES, INTERNAL, USER_GROUPS, attach_examples
+from corewarding.cli.help import (
+    EXAMPLES,
+    GROUP_OVERRIDES,
+    INTERNAL,
+    KEY_OVERRIDES,
+    NEW_KEY_OVERRIDE,
+    USER_GROUPS,
+    attach_examples,
+)
 from corewarding.cli.main import build_parser
+from corewarding.config import compose_config
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -65,3 +74,14 @@ def test_every_example_is_a_command_the_parser_accepts(name: str) -> None:
         args = shlex.split(line)[1:]
         parsed = build_parser().parse_args(args)
         assert parsed.command == name, line
+
+
+def test_the_override_examples_of_train_help_compose() -> None:
+    cfg = compose_config([*GROUP_OVERRIDES.split(), *KEY_OVERRIDES.split(), NEW_KEY_OVERRIDE])
+    assert (cfg.method.name, cfg.base_model.name, cfg.dataset.name, cfg.backend) == (
+        "co_rewarding_2",
+        "qwen3-8b-base",
+        "math",
+        "verl",
+    )
+    assert cfg.optimizer.lr == 1e-6 and cfg.verl.nnodes == 2 and cfg.verl.extra_setting == 1

@@ -45,12 +45,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "deploy": ("corewarding deploy --work-pool cpu-pool",),
 }
 
-TRAIN_OVERRIDES = """\
+GROUP_OVERRIDES = "method=co_rewarding_2 base_model=qwen3-8b-base dataset=math backend=verl"
+KEY_OVERRIDES = "optimizer.lr=1e-6 schedule.total_steps=2 seed=1 verl.nnodes=2"
+NEW_KEY_OVERRIDE = "+verl.extra_setting=1"
+TRAIN_OVERRIDES = f"""\
 overrides: Hydra's key=value over configs/ (configs/config.yaml and its groups):
-  pick a group's file:      method=co_rewarding_2 base_model=qwen3-8b-base dataset=math backend=verl
+  pick a group's file:      {GROUP_OVERRIDES}
                             (configs/method/, configs/base_model/, configs/dataset/ ...)
-  set any key:              grpo.lr=1e-6 schedule.total_steps=2 seed=1 verl.nnodes=2
-  add a key the config lacks: +verl.extra_setting=1
+  set any key:              {KEY_OVERRIDES}
+  add a key the config lacks: {NEW_KEY_OVERRIDE}
 A wrong key or value fails in a second, naming it, before anything is loaded. --dry-run composes and validates
 only: the local backend says the config is valid; backend=verl prints the cell's GPU, host-memory and disk estimate
 and a JSON line of its validated verl launch (no GPU needed)."""
