@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from corewarding.run_folder import LOCK as LOCK_FILE
 from corewarding.training.errors import RunInUseError
-from corewarding.training.run_lock import LOCK_FILE, run_lock
+from corewarding.training.run_lock import run_lock
 
 HOLD = "import sys, time; from pathlib import Path; from corewarding.training.run_lock import run_lock\n" \
     "with run_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(120)\n"  # fmt: skip

@@ -21,7 +21,7 @@ from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
 from corewarding.files import atomic_path, write_json_atomic
-from corewarding.run_folder import EVAL
+from corewarding.run_folder import EVAL, EVAL_INDEX, EVAL_METRICS, EVAL_SAMPLES, EVAL_UNITS
 
 log = logging.getLogger(__name__)
 
@@ -177,12 +177,12 @@ def _concat(paths: list[Path], schema: pa.Schema) -> pa.Table:
 def combine_units(out_dir: Path) -> bool:
     """Write ``eval/metrics.parquet`` and ``eval/samples.parquet`` from every complete unit; False if unchanged."""
     eval_dir = out_dir / EVAL
-    units = _complete_units(eval_dir / "units")
+    units = _complete_units(out_dir / EVAL_UNITS)
     if not units:
         return False
     fingerprint = digest([(str(root.relative_to(eval_dir)), record) for root, record in units])
-    index = read_json(eval_dir / "index.json")
-    outputs = [eval_dir / "metrics.parquet", eval_dir / "samples.parquet"]
+    index = read_json(out_dir / EVAL_INDEX)
+    outputs = [out_dir / EVAL_METRICS, out_dir / EVAL_SAMPLES]
     if index and index.get("fingerprint") == fingerprint and all(p.is_file() for p in outputs):
         return False
     metrics = _concat([root / "metrics.parquet" for root, _ in units], METRIC_SCHEMA)
@@ -195,9 +195,7 @@ def combine_units(out_dir: Path) -> bool:
     with atomic_path(outputs[1]) as tmp:
         pq.write_table(samples.sort_by([*keys, ("problem_id", "ascending"), ("sample_index", "ascending")]), tmp)
     steps = Counter(str(root.parent.name) for root, _ in units)
-    write_json_atomic(
-        {"fingerprint": fingerprint, "units": len(units), "by_step": dict(steps)}, eval_dir / "index.json"
-    )
+    write_json_atomic({"fingerprint": fingerprint, "units": len(units), "by_step": dict(steps)}, out_dir / EVAL_INDEX)
     log.info(
         "wrote %s (%d metric rows) and %s (%d samples)", outputs[0], metrics.num_rows, outputs[1], samples.num_rows
     )

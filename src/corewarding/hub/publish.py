@@ -26,8 +26,6 @@ from corewarding.run_folder import PUBLISH, PUSH_RECORD, step_name
 
 log = logging.getLogger(__name__)
 
-MARKER = PUSH_RECORD
-
 
 @dataclass(frozen=True)
 class PublishResult:
@@ -78,7 +76,7 @@ class PushOptions:
 def read_marker(folder: Path) -> list[dict[str, Any]]:
     """The pushes recorded in a folder (none when it has no readable record)."""
     try:
-        pushes = json.loads((folder / MARKER).read_text())["pushes"]
+        pushes = json.loads((folder / PUSH_RECORD).read_text())["pushes"]
     except (OSError, ValueError, KeyError, TypeError):
         return []
     return [p for p in pushes if isinstance(p, dict)] if isinstance(pushes, list) else []
@@ -99,7 +97,9 @@ def record_push(folder: Path, result: PushResult, fingerprint: str) -> None:
         "fingerprint": fingerprint,
     }
     kept = [e for e in read_marker(folder) if _target(e) != _target(entry)]
-    write_json_atomic({"pushes": sorted([*kept, entry], key=lambda e: [str(v) for v in _target(e)])}, folder / MARKER)
+    write_json_atomic(
+        {"pushes": sorted([*kept, entry], key=lambda e: [str(v) for v in _target(e)])}, folder / PUSH_RECORD
+    )
 
 
 def _already_pushed(folder: PublishFolder, revision: str, options: PushOptions) -> PushResult | None:

@@ -23,8 +23,6 @@ from corewarding.run_folder import CONFIG, METRICS, RUN_RECORD, checkpoints_dir
 
 log = logging.getLogger(__name__)
 
-RECORD = RUN_RECORD
-
 
 @dataclass(frozen=True)
 class RunSource:
@@ -112,7 +110,7 @@ def load_run(run_dir: Path) -> RunSource:
         plain,
         text,
         read_optional_json(
-            run_dir / RECORD, "no run record; the card's provenance will lack the code version and data hashes"
+            run_dir / RUN_RECORD, "no run record; the card's provenance will lack the code version and data hashes"
         ),
         saved,
     )

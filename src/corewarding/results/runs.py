@@ -35,8 +35,6 @@ from corewarding.run_folder import (
 
 log = logging.getLogger(__name__)
 
-RECORD = RUN_RECORD
-
 
 RUN_COLUMNS = (
     "run_id",
@@ -202,7 +200,7 @@ def _config(run_dir: Path) -> dict[str, Any]:
 
 
 def _record(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RECORD
+    path = run_dir / RUN_RECORD
     if not path.is_file():
         return {}
     try:
@@ -243,8 +241,8 @@ def read_run_info(run_dir: Path) -> RunInfo:
     total = state.get("total_steps") or (cfg.get("schedule") or {}).get("total_steps")
     last = state.get("step")
     status = record.get("status") or ("finished" if last is not None and last == total else "incomplete")
-    started = _parse_time(record.get("started_at"), run_dir / RECORD, "started_at") or _mtime(run_dir / CONFIG)
-    ended = _parse_time(record.get("ended_at"), run_dir / RECORD, "ended_at")
+    started = _parse_time(record.get("started_at"), run_dir / RUN_RECORD, "started_at") or _mtime(run_dir / CONFIG)
+    ended = _parse_time(record.get("ended_at"), run_dir / RUN_RECORD, "ended_at")
     if ended is None and not record and status == "finished" and (run_dir / METRICS).is_file():
         ended = _mtime(run_dir / METRICS)
     published_step, commit = published(run_dir, hub)

@@ -45,8 +45,6 @@ from corewarding.training.teacher import ema_update
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = METRICS
-
 
 def batch_indices(n_rows: int, batch_size: int, data_seed: int, step: int) -> list[int]:
     """The rows of 0-based step ``step``: a seeded permutation per epoch, drop_last (the data position is the step)."""
@@ -125,7 +123,7 @@ class LocalTrainer:
         )  # fmt: skip
         if state is None:
             config_file(self.run_dir).write_text(OmegaConf.to_yaml(self.cfg))
-            (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
+            (self.run_dir / METRICS).unlink(missing_ok=True)
             return 0
         self._truncate_metrics(state.step)
         log.info("resumed %s from step %d", self.run_dir, state.step)
@@ -144,7 +142,7 @@ class LocalTrainer:
         (self.run_dir / VERL_INPUTS).write_text(json.dumps(report, indent=2) + "\n")
 
     def _truncate_metrics(self, step: int) -> None:
-        path = self.run_dir / METRICS_FILE
+        path = self.run_dir / METRICS
         if path.is_file():
             kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
             path.write_text("".join(line + "\n" for line in kept))
@@ -290,7 +288,7 @@ class LocalTrainer:
         return float(np.mean(scores)) if scores else 0.0
 
     def _append_metrics(self, metrics: dict[str, Any]) -> None:
-        append_line(self.run_dir / METRICS_FILE, metrics_line(metrics))
+        append_line(self.run_dir / METRICS, metrics_line(metrics))
 
     def run(self) -> RunResult:
         started = time.perf_counter()
@@ -316,7 +314,7 @@ class LocalTrainer:
                     self.optimizer, self.scheduler, self.teacher,
                 )  # fmt: skip
                 self.saved_step = step
-        lines = (self.run_dir / METRICS_FILE).read_text().splitlines()
+        lines = (self.run_dir / METRICS).read_text().splitlines()
         return RunResult(self.run_dir, self.total_steps, time.perf_counter() - started, [json.loads(x) for x in lines])
 
 

@@ -17,8 +17,6 @@ from pathlib import Path
 from corewarding.run_folder import LOCK
 from corewarding.training.errors import RunInUseError
 
-LOCK_FILE = LOCK
-
 
 def _holder(path: Path, wait_s: float = 1.0) -> str:
     """The PID in the lock file; the holder writes it just after locking, so an empty file is read again briefly."""
@@ -37,7 +35,7 @@ def _holder(path: Path, wait_s: float = 1.0) -> str:
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir``'s lock inside the block; raise RunInUseError at once when another process holds it."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK_FILE
+    path = run_dir / LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

@@ -31,8 +31,6 @@ from corewarding.training.verl.verl_config import to_verl_config, trains_pairs, 
 
 log = logging.getLogger(__name__)
 
-HASH_FILE = VERL_CONFIG_HASH
-
 
 @dataclass
 class VerlLaunch:
@@ -84,7 +82,7 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
     )
 
     config_hash = training_config_hash(cfg)
-    hash_file = run_dir / HASH_FILE
+    hash_file = run_dir / VERL_CONFIG_HASH
     has_checkpoints = (checkpoints_dir(run_dir) / VERL_TRACKER).is_file()
     if has_checkpoints and hash_file.is_file() and hash_file.read_text().strip() != config_hash:
         raise ConfigError(

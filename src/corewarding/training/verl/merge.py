@@ -15,8 +15,6 @@ from corewarding.run_folder import checkpoints_dir, merged_dir, step_dir, step_d
 
 def checkpoint_steps(checkpoints: Path) -> list[int]:
     """The steps with an actor checkpoint (``fsdp_config.json`` written last by verl), ascending."""
-    if not checkpoints.is_dir():
-        return []
     return [
         step for step, folder in step_dirs(checkpoints).items() if (folder / "actor" / "fsdp_config.json").is_file()
     ]

@@ -18,21 +18,15 @@ from corewarding.run_folder import VERL_TRACKER, step_dirs
 
 log = logging.getLogger(__name__)
 
-TRACKER = VERL_TRACKER  # verl's record of the newest complete save
 OPTIM_GLOB = "optim_world_size_*_rank_*.pt"  # verl's FSDPCheckpointManager, one per rank
 
 
 def latest_step(checkpoints_dir: Path) -> int | None:
     """The step verl recorded as its newest complete save; None without a readable record."""
     try:
-        return int((checkpoints_dir / TRACKER).read_text().strip())
+        return int((checkpoints_dir / VERL_TRACKER).read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-def step_folders(checkpoints_dir: Path) -> dict[int, Path]:
-    """``global_step_N`` folders by step."""
-    return step_dirs(checkpoints_dir)
 
 
 def rotate(checkpoints_dir: Path, keep: int | None) -> list[Path]:
@@ -40,9 +34,9 @@ def rotate(checkpoints_dir: Path, keep: int | None) -> list[Path]:
     save but the newest; return what was removed. Saves newer than verl's record (an interrupted save) stay."""
     latest = latest_step(checkpoints_dir)
     if latest is None:
-        log.warning("%s: no %s, so no checkpoint is rotated", checkpoints_dir, TRACKER)
+        log.warning("%s: no %s, so no checkpoint is rotated", checkpoints_dir, VERL_TRACKER)
         return []
-    folders = step_folders(checkpoints_dir)
+    folders = step_dirs(checkpoints_dir)
     complete = sorted(step for step in folders if step <= latest)
     kept = complete[-keep:] if keep else complete
     removed = [folders[step] for step in complete if step not in kept]
