@@ -9,7 +9,6 @@ constructor option, not a second code path: see ``TransformersGenerator`` and ``
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,8 +16,6 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from corewarding.backends import GPU_EXTRA, require_backend
-
-log = logging.getLogger(__name__)
 
 Conversation = list[dict[str, str]]
 
@@ -130,17 +127,11 @@ class TransformersGenerator(SeededGenerator):
         fit_context: bool = False,
         pin_sampling: bool = True,
     ) -> None:
-        import torch  # heavy: imported on use, so CPU-less paths and the CLI's fast paths never load it
         from transformers import AutoModelForCausalLM  # transformers: imported when used
 
-        from corewarding.lm.loading import load_tokenizer  # torch: imported when used
+        from corewarding.lm.loading import load_dtype, load_tokenizer  # torch: imported when used
 
-        options: dict[str, Any] = {}
-        if dtype is not None:
-            options["dtype"] = getattr(torch, dtype)
-            if device == "cpu" and options["dtype"] == torch.bfloat16:
-                log.warning("bfloat16 on CPU is slow; loading %s in float32", model_path)
-                options["dtype"] = torch.float32
+        options: dict[str, Any] = {} if dtype is None else {"dtype": load_dtype(dtype, device, model_path)}
         self.tokenizer = load_tokenizer(model_path)  # left-padded, with a pad token
         self.model: Any = AutoModelForCausalLM.from_pretrained(model_path, **options).to(device)  # type: ignore[arg-type]
         self.model.eval()

@@ -32,14 +32,20 @@ def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+def load_dtype(name: str, device: str, source: str) -> torch.dtype:
+    """The torch dtype ``name`` to load ``source`` in on ``device``; bfloat16 on CPU is slow, so float32 there."""
+    dtype = getattr(torch, name)
+    if device == "cpu" and dtype == torch.bfloat16:
+        log.warning("bfloat16 on CPU is slow; loading %s in float32", source)
+        return torch.float32
+    return dtype
+
+
 def load_base_model(cfg: DictConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The base model and tokenizer of ``cfg.base_model``: built locally (tiny), a local folder, or a Hub id."""
     spec = cfg.base_model
     source = base_model_source(cfg)
-    dtype = getattr(torch, str(spec.dtype))
-    if cfg.device == "cpu" and dtype == torch.bfloat16:
-        log.warning("bfloat16 on CPU is slow; loading %s in float32", source)
-        dtype = torch.float32
+    dtype = load_dtype(str(spec.dtype), str(cfg.device), source)
     tokenizer = load_tokenizer(source)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(cfg.device)
     return model, tokenizer

@@ -34,9 +34,7 @@ from corewarding.lm.generation import (
     VLLMEngine,
     VLLMGenerator,
 )
-from corewarding.lm.generation import (
-    check_backend as check_generation_backend,
-)
+from corewarding.lm.generation import check_backend as check_generation_backend
 from corewarding.rows import question_of, read_verl_rows
 
 log = logging.getLogger(__name__)
