@@ -28,7 +28,6 @@ CELL_ENTRYPOINT = "flows/cell.py:cell"
 
 
 def _ensure_process_pool(name: str) -> None:
-
     with get_client(sync_client=True) as client:
         try:
             client.read_work_pool(name)

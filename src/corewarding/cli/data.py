@@ -20,7 +20,6 @@ DATA_EXAMPLES = """examples:
 
 
 def _compose(name: str, overrides: list[str], rephrase: str | None = None) -> Any:
-
     extra = [f"rephrase={rephrase}"] if rephrase else []
     return compose_config([f"datasource={name}", *extra, *overrides], config_name="data")
 
@@ -43,7 +42,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _rephrase(args: argparse.Namespace) -> int:
-
     rephraser = None
     if not any(o.startswith("rephrase=") for o in args.overrides):
         try:
@@ -73,7 +71,6 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _tiny(args: argparse.Namespace) -> int:
-
     cfg = compose_config(["dataset=tiny", *args.overrides])
     paths = write_tiny_dataset(Path(cfg.dataset.train_files).parent, **dict(cfg.dataset.tiny))
     print(json.dumps({name: str(path) for name, path in paths.items()}))

@@ -43,7 +43,6 @@ log = logging.getLogger("corewarding")
 
 
 def _matrix_list(args: argparse.Namespace) -> int:
-
     matrix = load_matrix(args.matrix)
     entries = [
         {
@@ -63,7 +62,6 @@ def _matrix_list(args: argparse.Namespace) -> int:
 
 
 def _rewards_score(args: argparse.Namespace) -> int:
-
     vote = OmegaConf.create(
         {
             "canonicalize": args.canonicalize,
@@ -105,7 +103,6 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _train_cell(args: argparse.Namespace) -> int:
-
     cfg = compose_config(args.overrides)  # a bad override fails here, in a second, before torch is imported
     if cfg.backend == "verl" and args.dry_run:
         return dry_run(cfg, args.run_dir)
@@ -131,7 +128,6 @@ def _checkpoint_convert(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-
     rows = run_demo(args.matrix, args.runs_dir, args.overrides)
     print(format_table(rows))
     print(f"\nruns written under {Path(args.runs_dir).resolve()}/<cell_id>/ (metrics.jsonl, config.yaml, checkpoints/)")
@@ -139,7 +135,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-
     parser = argparse.ArgumentParser(
         prog="corewarding",
         description=__doc__,
@@ -213,7 +208,6 @@ PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, err
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # Hydra overrides after an option (e.g. `--pairs F key=value`) arrive here; they belong to the overrides.

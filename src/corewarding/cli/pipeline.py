@@ -107,7 +107,6 @@ def _cells(args: argparse.Namespace) -> int:
 
 
 def _cell_step(args: argparse.Namespace) -> int:
-
     if args.step == "train":
         result = steps.train_cell(plan_cell(args.matrix, args.cell_id, args.overrides), force=args.force)
     else:  # evaluation overrides; their paths.* also locate the run

@@ -144,7 +144,6 @@ def repro_stages(root: Path, stages: Sequence[str]) -> str:
 
 
 def _load_yaml(path: Path) -> Any:
-
     if not path.is_file():
         return {}
     try:

@@ -35,7 +35,6 @@ class CorewardingTaskRunner(BaseTaskRunner):
     """Builds workers (``CorewardingWorker``), datasets, the sampler and ``CorewardingTrainer``, then trains."""
 
     def add_actor_rollout_worker(self, config: DictConfig) -> Any:
-
         before = set(self.role_worker_mapping)
         _, group_cls = super().add_actor_rollout_worker(config)
         for role in set(self.role_worker_mapping) - before:  # the actor/rollout(/ref) role verl chose
