@@ -4,15 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from corewarding.training.common import RunResult
-from corewarding.training.verl.launch import train_verl
-
-if TYPE_CHECKING:
-    from corewarding.training.verl.launch import VerlLaunch
+from corewarding.training.verl.launch import VerlLaunch, train_verl
 
 BACKENDS = ("local", "verl")
 
