@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from corewarding import CHECKOUT
 from corewarding.equivalence import WORKERS_REQUIREMENT, valid_workers
 
 CONFIG_DIR_ENV = "COREWARDING_CONFIG_DIR"
@@ -26,7 +27,7 @@ def config_dir() -> Path:
     elif (here / "config.yaml").is_file():
         path = here
     else:
-        path = Path(__file__).resolve().parents[2] / "configs"
+        path = CHECKOUT / "configs"
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"no Hydra config at {path}/config.yaml (set {CONFIG_DIR_ENV})")
     return path

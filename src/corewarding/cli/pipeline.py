@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from corewarding import CHECKOUT
 from corewarding.config import compose_config
 from corewarding.matrix import load_matrix
 from corewarding.pipeline import steps
@@ -24,8 +25,6 @@ from corewarding.pipeline.dvc import add_cells_to_params
 from corewarding.pipeline.pool_checks import PoolError, check_pipeline, check_pool, check_server
 from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
-
-REPO = Path(__file__).resolve().parents[3]  # the checkout (src/corewarding/cli/ -> its root): deploy's default --root
 
 
 def _listing(value: str | None) -> list[str] | None:
@@ -215,7 +214,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="the pool whose workers (one per GPU machine) run the scheduled runs' cells; default: in the run itself",
     )
-    deploy.add_argument("--root", default=str(REPO), help="the checkout the workers run from (default: this one)")
+    deploy.add_argument("--root", default=str(CHECKOUT), help="the checkout the workers run from (default: this one)")
     deploy.add_argument("--config", action="append", default=[], help="configs/pipeline.yaml override, repeatable")
     deploy.set_defaults(func=_deploy)
 

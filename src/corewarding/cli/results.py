@@ -8,12 +8,13 @@ import os
 import sys
 from pathlib import Path
 
+from corewarding import CHECKOUT
 from corewarding.files import atomic_path
 from corewarding.matrix import load_matrix
 from corewarding.results.quality import QualityReportError
 
 DB_HELP = "the DuckDB store (default: $COREWARDING_RESULTS_DB or results/results.duckdb)"
-APP = Path(__file__).resolve().parents[3] / "dashboard" / "app.py"
+APP = CHECKOUT / "dashboard" / "app.py"
 
 
 def _db(args: argparse.Namespace) -> Path:

@@ -10,6 +10,8 @@ import logging
 import os
 from pathlib import Path
 
+from corewarding import CHECKOUT
+
 log = logging.getLogger(__name__)
 
 ROOT_VARIABLE = "COREWARDING_ROOT"
@@ -25,7 +27,7 @@ CELL_ENGINE_COMMAND = "python -m corewarding.pipeline.cell_engine"
 def checkout_root() -> Path:
     """``$COREWARDING_ROOT``, else the checkout this package is installed from (``pip install -e .``)."""
     configured = os.environ.get(ROOT_VARIABLE)
-    root = Path(configured) if configured else Path(__file__).resolve().parents[3]
+    root = Path(configured) if configured else CHECKOUT
     if not (root / "flows" / "cell.py").is_file():
         raise FileNotFoundError(f"{root}: not a corewarding checkout (no flows/cell.py); set {ROOT_VARIABLE}")
     return root

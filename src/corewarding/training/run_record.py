@@ -18,12 +18,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from corewarding import CHECKOUT
 from corewarding.files import file_sha256
 from corewarding.run_folder import RUN_RECORD
 
 log = logging.getLogger(__name__)
 
-_REPO = Path(__file__).resolve().parents[3]
 # Files the pipeline itself rewrites (DVC's record of stages, the cell list): changes there are not code changes.
 BOOKKEEPING = (":!dvc.lock", ":!params.yaml")
 
@@ -40,7 +40,7 @@ def code_version() -> str:
     except metadata.PackageNotFoundError:
         version = "unknown"
     try:
-        git = ["git", "-C", str(_REPO)]
+        git = ["git", "-C", str(CHECKOUT)]
         sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True)
         dirty = subprocess.run(
             [*git, "status", "--porcelain", "--untracked-files=no", "--", ".", *BOOKKEEPING],
