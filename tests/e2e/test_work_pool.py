@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import duckdb
@@ -83,6 +84,36 @@ def _victim(store: Path, worker: str) -> str | None:
     return None
 
 
+def _finished_in_store(store: Path, cell_id: str) -> bool:
+    try:
+        record = json.loads((store / "runs" / cell_id / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(record.get("status") == "finished")
+
+
+def _freeze_on_victim(store: Path, worker_pid: int) -> str | None:
+    """A victim of worker w1, with w1's whole process tree stopped (SIGSTOP) so nothing moves before the kill.
+
+    The store is read again once w1 is stopped: a final push already under way may have copied the finished run
+    record while the ``latest`` pointer (pushed last) still named step 4. Such a cell is no victim; w1 goes on.
+    """
+    if _victim(store, "w1") is None:
+        return None
+    root = psutil.Process(worker_pid)
+    frozen = [root, *root.children(recursive=True)]
+    for proc in frozen:
+        with suppress(psutil.NoSuchProcess):
+            proc.suspend()
+    victim = _victim(store, "w1")
+    if victim is not None and not _finished_in_store(store, victim):
+        return victim
+    for proc in frozen:
+        with suppress(psutil.NoSuchProcess):
+            proc.resume()
+    return None
+
+
 def _unpack(
     machines: dict[str, object],
 ) -> tuple[dict[str, str], Path, Path, dict[str, subprocess.Popen[bytes]]]:
@@ -114,7 +145,7 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
 
     victim = None
     while victim is None and run.poll() is None and time.monotonic() - started < 400:
-        victim = _victim(store, "w1")
+        victim = _freeze_on_victim(store, workers["w1"].pid)
         time.sleep(0.2)
     assert victim is not None, "worker w1 never trained a cell past its first checkpoint: " + "".join(
         part[-3000:] for part in run.communicate(timeout=600)
