@@ -120,6 +120,23 @@ def check_ground_truths(path: Path, rollouts: list[Rollout]) -> None:
             )
 
 
+def check_complete_views(path: Path, rollouts: list[Rollout], views: tuple[str, ...]) -> None:
+    """Every uid has rollouts of every one of ``views``: a uid lacking one is an InputError naming it, the views it
+    lacks and its first line (Co-rewarding-III reads four views of each question)."""
+    uids = list(dict.fromkeys(r.uid for r in rollouts))
+    present: dict[str, set[str]] = {view: set() for view in views}
+    for uid, view, _, _ in rollouts:
+        present[view].add(uid)
+    for uid in uids:
+        lacking = [view for view in views if uid not in present[view]]
+        if lacking:
+            line = next(n for n, row in iter_json_lines(path, finite=True) if str(row["uid"]) == uid)
+            raise InputError(
+                f"{path}:{line}: uid {uid!r} has no rollouts of view(s) {', '.join(lacking)}; this method needs "
+                f"all of {', '.join(views)} for every uid"
+            )
+
+
 def write_jsonl_atomic(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write all rows or nothing (a temporary file renamed into place); NaN/Infinity are never written."""
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # one encoder, not one per json.dumps
@@ -154,6 +171,8 @@ def score_file(method: str, input_path: Path, output_path: Path, voter: Voter | 
     with _collector_paused():
         rollouts, rows = read_rollouts(input_path, spec.views)
         check_ground_truths(input_path, rollouts)
+        if spec.complete_views:
+            check_complete_views(input_path, rollouts, spec.views)
         result = spec.score(rollouts, voter or Voter())
         columns = zip(result.indices, result.rewards, result.labels, strict=True)
         out = [{**rows[i], "reward": reward, "label": label} for i, reward, label in columns]

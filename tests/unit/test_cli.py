@@ -53,6 +53,42 @@ def test_rewards_score_co_rewarding_1(tmp_path: Path, capsys: pytest.CaptureFixt
     assert summary["label_accuracy"] == 1.0  # groups of a carry ground truth 2 and label 2; b has none
 
 
+def test_rewards_score_co_rewarding_3_writes_the_policy_rows_in_input_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [row("a", "teacher_original", "3"), row("a", "original", "2"), row("a", "rephrased", "3"),
+            row("a", "teacher_rephrased", "2"), row("a", "original", "3"), row("a", "teacher_rephrased", "2"),
+            row("a", "teacher_original", "3"), row("a", "rephrased", "2"),
+            row(7, "original", "4", "4"), row(7, "rephrased", "4", "4"), row(7, "teacher_original", "4", "4"),
+            row(7, "teacher_rephrased", "", "4")]  # fmt: skip
+    for r in rows[:8]:
+        r["uid"] = 6  # uids: integers throughout
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert main(["rewards", "score", "--method", "co_rewarding_3", "--input", str(src), "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    scored = [json.loads(x) for x in out.read_text().splitlines()]
+    # uid 6: originals are labelled by the teacher's vote on the rephrasing (2), rephrasings by its vote on the
+    # original (3); uid 7: the teacher voted nothing on the rephrasing, so the original earns nothing
+    assert [(r["uid"], r["view"], r["reward"], r["label"]) for r in scored] == [
+        (6, "original", 1.0, "2"), (6, "rephrased", 1.0, "3"), (6, "original", 0.0, "2"),
+        (6, "rephrased", 0.0, "3"), (7, "original", 0.0, None), (7, "rephrased", 1.0, "4"),
+    ]  # fmt: skip
+    assert summary["n"] == 6 and summary["nonempty_label_rate"] == 0.75
+
+
+def test_rewards_score_co_rewarding_3_refuses_a_uid_without_one_of_the_four_views(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    views = ("original", "rephrased", "teacher_original", "teacher_rephrased")
+    rows = [row("a", v, "2") for v in views] + [row("b", v, "2") for v in views if v != "teacher_original"]
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert main(["rewards", "score", "--method", "co_rewarding_3", "--input", str(src), "--output", str(out)]) == 2
+    assert "in.jsonl:5: uid 'b' has no rollouts of view(s) teacher_original" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_rewards_score_gt_and_missing_ground_truth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", [row("a", "original", "2"), row("b", "original", "2", None)])
     out = tmp_path / "out.jsonl"

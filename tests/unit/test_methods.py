@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from corewarding import methods
-from corewarding.methods import co_rewarding_1, co_rewarding_2, gt_grpo, majority_voting
+from corewarding.methods import co_rewarding_1, co_rewarding_2, co_rewarding_3, gt_grpo, majority_voting
 from corewarding.methods.base import Rollout
 from corewarding.methods.registry import MethodSpec, register
 from corewarding.methods.summary import summarize
@@ -27,9 +27,10 @@ def rewards(result) -> list[float]:
     return [s.reward for s in result.scored]
 
 
-def test_registry_holds_the_six_methods_and_refuses_duplicates() -> None:
+def test_registry_holds_the_seven_methods_and_refuses_duplicates() -> None:
     assert methods.names() == [
-        "co_rewarding_1", "co_rewarding_2", "entropy", "gt_grpo", "majority_voting", "self_certainty",
+        "co_rewarding_1", "co_rewarding_2", "co_rewarding_3", "entropy", "gt_grpo", "majority_voting",
+        "self_certainty",
     ]  # fmt: skip
     with pytest.raises(ValueError, match="already registered"):
         register(MethodSpec("gt_grpo", "text", ("original",), ("original",)))
@@ -131,6 +132,29 @@ def test_co_rewarding_2_rewards_policy_with_the_teacher_vote() -> None:
     assert summary["label_accuracy"] == 1.0
     assert summary["nonempty_label_rate"] == 1.0
     assert summary["vote_agreement"] == pytest.approx(2 / 3)
+
+
+def test_co_rewarding_3_labels_each_view_with_the_teachers_vote_on_the_other() -> None:
+    batch = rows("original", ["5", "6", "5"], uid="q", truth="5") + rows("rephrased", ["6", "5"], uid="q", truth="5")
+    batch += rows("teacher_original", ["6", "5", "5", "6"], uid="q")  # a tie: 6 seen first
+    batch += rows("teacher_rephrased", ["5", "NONE", "5", "7"], uid="q")
+    batch += rows("original", ["1"], uid="r", truth="1") + rows("rephrased", ["1"], uid="r", truth="1")
+    batch += rows("teacher_original", ["1"], uid="r") + rows("teacher_rephrased", ["NONE", " "], uid="r")
+    result = co_rewarding_3.score(batch)
+    by_index = {s.index: (s.reward, s.label) for s in result.scored}
+    assert sorted(by_index) == [0, 1, 2, 3, 4, 13, 14]  # the policy's rows only
+    # q: originals against the teacher's vote on the rephrasing (5); rephrasings against its vote on the original,
+    # a 2-2 tie that goes to 6; r: the teacher has no answer on the rephrasing, so the original earns nothing
+    assert [by_index[i] for i in (0, 1, 2)] == [(1.0, "5"), (0.0, "5"), (1.0, "5")]
+    assert [by_index[i] for i in (3, 4)] == [(1.0, "6"), (0.0, "6")]
+    assert by_index[13] == (0.0, None) and by_index[14] == (1.0, "1")
+    metrics = co_rewarding_3.view_metrics(batch, result, Voter())
+    assert metrics == {
+        "ori_pseudo_nonempty_rate": 0.5, "ori_pseudo_acc": 0.5, "ori_pseudo_pass_rate": 0.5,
+        "ori_policypseudo_acc": 0.5,  # the policy's own vote on the rephrasing: q 6 (a tie, wrong), r 1
+        "aug_pseudo_nonempty_rate": 1.0, "aug_pseudo_acc": 0.5, "aug_pseudo_pass_rate": 2 / 3,
+        "aug_policypseudo_acc": 1.0,  # the policy's own vote on the original: q 5, r 1
+    }  # fmt: skip
 
 
 def test_summary_label_accuracy_counts_empty_labels_as_wrong() -> None:

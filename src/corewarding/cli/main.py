@@ -153,8 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     rewards = sub.add_parser("rewards", help="reward methods").add_subparsers(dest="action", required=True)
     score = rewards.add_parser("score", help="rescore rollout dumps (JSON lines) with a text-based method")
-    score.add_argument("--method", required=True, help="gt_grpo, majority_voting, co_rewarding_1, co_rewarding_2")
-    score.add_argument("--input", required=True, help="JSON lines: uid, view, response, ground_truth")
+    score.add_argument(
+        "--method", required=True, help="gt_grpo, majority_voting, co_rewarding_1, co_rewarding_2, co_rewarding_3"
+    )
+    score.add_argument(
+        "--input",
+        required=True,
+        help="JSON lines: uid, view, response, ground_truth (views: original, rephrased, teacher; for "
+        "co_rewarding_3 every uid has original, rephrased, teacher_original and teacher_rephrased)",
+    )
     score.add_argument("--output", required=True, help="JSON lines of the rewarded rows, with reward and label")
     score.add_argument("--canonicalize", default="exact", choices=["exact", "normalized", "math_verify"])
     score.add_argument(

@@ -1,8 +1,9 @@
-"""Reward methods: importing this package registers all six."""
+"""Reward methods: importing this package registers all seven."""
 
 from corewarding.methods import (  # noqa: F401  (imported to register)
     co_rewarding_1,
     co_rewarding_2,
+    co_rewarding_3,
     entropy,
     gt_grpo,
     majority_voting,

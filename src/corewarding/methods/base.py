@@ -8,6 +8,7 @@ from itertools import repeat
 from typing import NamedTuple, TypeGuard
 
 VIEWS = ("original", "rephrased", "teacher")
+VIEW_TAGS = {"original": "ori", "rephrased": "aug"}  # suffixes of per-view metrics (the reference's names)
 
 
 class Rollout(NamedTuple):

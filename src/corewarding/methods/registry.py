@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from corewarding.methods.base import TextScorer
+from corewarding.methods.base import Rollout, ScoreResult, TextScorer
 
 if TYPE_CHECKING:  # the registry and the text methods never load torch
     import torch
+
+    from corewarding.methods.voting import Voter
+
+ViewMetrics = Callable[[Sequence[Rollout], ScoreResult, "Voter"], dict[str, float | None]]
 
 
 @dataclass(frozen=True)
@@ -18,7 +22,8 @@ class MethodSpec:
 
     ``kind`` is ``text`` (rewards from extracted answers: ``score``) or ``logits`` (rewards from the old policy's
     per-token logits statistics: ``sequence_reward``). ``views`` are the rollout views the method reads;
-    ``rewarded_views`` are those it trains on.
+    ``rewarded_views`` are those it trains on. ``complete_views``: every uid must have rollouts of every view (a
+    rescored dump lacking one is an error). ``view_metrics`` adds per-view label metrics to a step's metrics.
     """
 
     name: str
@@ -30,6 +35,8 @@ class MethodSpec:
     logits_statistic: str | None = None  # per-token statistic a logits method reads: entropy | self_certainty
     needs_ground_truth: bool = False
     needs_teacher: bool = False
+    complete_views: bool = False
+    view_metrics: ViewMetrics | None = None
 
 
 _REGISTRY: dict[str, MethodSpec] = {}
