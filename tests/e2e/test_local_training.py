@@ -21,9 +21,15 @@ from corewarding.config import compose_config
 from corewarding.training.local import LocalTrainer, train
 
 METHODS = [
-    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2",
+    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
     "co_rewarding_2_frozen_teacher", "majority_voting_rephrased",
 ]  # fmt: skip
+WITH_TEACHER = ("co_rewarding_2", "co_rewarding_2_frozen_teacher", "co_rewarding_3")
+PER_VIEW_LOSSES = {f"{m}_{t}" for m in ("pg_loss", "kl_mean", "clipfrac", "entropy_mean") for t in ("ori", "aug")}
+PER_VIEW_LABELS = {
+    f"{t}_{m}" for m in ("pseudo_nonempty_rate", "pseudo_acc", "pseudo_pass_rate", "policypseudo_acc")
+    for t in ("ori", "aug")
+}  # fmt: skip
 SECTION_10_METRICS = {
     "reward_mean", "label_accuracy", "nonempty_label_rate", "vote_agreement", "response_length_mean",
     "truncation_rate", "entropy_mean", "kl_mean", "lr", "ema_rate", "grad_norm", "pg_loss",
@@ -66,13 +72,18 @@ def test_every_method_trains_two_steps(method: str, artifacts_dir: Path, tmp_pat
     if method not in ("self_certainty", "entropy"):  # the warm-started model boxes answers: votes are non-empty
         assert max(m["nonempty_label_rate"] for m in steps) > 0
         assert any(m["reward_mean"] > 0 for m in steps) or method == "co_rewarding_2_frozen_teacher"
-    if method == "co_rewarding_2":
+    if method in ("co_rewarding_2", "co_rewarding_3"):
         assert steps[0]["ema_rate"] == pytest.approx(0.01)
     else:
         assert all(m["ema_rate"] is None for m in steps)
+    two_views = method in ("co_rewarding_1", "co_rewarding_3")
+    assert (set(steps[0]) & PER_VIEW_LOSSES) == (PER_VIEW_LOSSES if two_views else set())
+    assert (set(steps[0]) & PER_VIEW_LABELS) == (PER_VIEW_LABELS if method == "co_rewarding_3" else set())
+    if two_views:  # the views' losses average to the step's (both views have the same number of rows)
+        assert steps[0]["pg_loss"] == pytest.approx((steps[0]["pg_loss_ori"] + steps[0]["pg_loss_aug"]) / 2)
     checkpoint = result.run_dir / "checkpoints" / "global_step_2"
     assert (checkpoint / "model" / "model.safetensors").is_file() and (checkpoint / "trainer.safetensors").is_file()
-    assert (checkpoint / "teacher.safetensors").is_file() == method.startswith("co_rewarding_2")
+    assert (checkpoint / "teacher.safetensors").is_file() == (method in WITH_TEACHER)
     assert (result.run_dir / "config.yaml").read_text().count(f"name: {method}") == 1
     assert json.loads((result.run_dir / "inputs.json").read_text())["dropped"] == {"prompt_too_long": 0}
     written = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -94,11 +105,23 @@ def test_co_rewarding_2_teacher_moves_only_when_the_ema_is_on(artifacts_dir: Pat
     assert moved["co_rewarding_2"] > 0 and moved["co_rewarding_2_frozen_teacher"] == 0
 
 
+def test_co_rewarding_3_teacher_samples_both_views_after_its_ema_update(artifacts_dir: Path, tmp_path: Path) -> None:
+    cfg = compose_config(tiny_overrides("co_rewarding_3", artifacts_dir, tmp_path))
+    trainer = LocalTrainer(cfg, tmp_path / "run", progress=False)
+    assert trainer.ref is trainer.teacher and trainer.teacher.dtype == torch.float32  # the KL anchor is the teacher
+    batches, rate = trainer._rollouts(1)
+    assert list(batches) == ["original", "rephrased", "teacher_original", "teacher_rephrased"] and rate == 0.01
+    for view in ("original", "rephrased"):  # the teacher answers the same prompts as the policy, n times each
+        teacher = batches[f"teacher_{view}"]
+        assert torch.equal(teacher.prompt_ids, batches[view].prompt_ids) and teacher.uids == batches[view].uids
+    assert not torch.equal(batches["original"].prompt_ids, batches["rephrased"].prompt_ids)
+
+
 def _comparable(metrics: list[dict]) -> list[dict]:
     return [{k: v for k, v in m.items() if k != "step_seconds"} for m in metrics]
 
 
-@pytest.mark.parametrize("method", ["co_rewarding_2", "co_rewarding_1"])
+@pytest.mark.parametrize("method", ["co_rewarding_2", "co_rewarding_1", "co_rewarding_3"])
 def test_killed_run_resumes_with_identical_metrics(method: str, artifacts_dir: Path, tmp_path: Path) -> None:
     extra = ("schedule.total_steps=5", "schedule.save_freq=2", "grpo.max_response_length=40")
     killed = tiny_overrides(method, artifacts_dir, tmp_path / "killed", *extra)
@@ -123,6 +146,9 @@ def test_killed_run_resumes_with_identical_metrics(method: str, artifacts_dir: P
     assert _comparable(resumed.metrics) == _comparable(straight.metrics)
     final = "checkpoints/global_step_5/model/model.safetensors"
     assert (resumed.run_dir / final).read_bytes() == (straight.run_dir / final).read_bytes()
+    if method in WITH_TEACHER:  # the teacher is saved and restored too, so it ends where an unbroken run's does
+        teacher = "checkpoints/global_step_5/teacher.safetensors"
+        assert (resumed.run_dir / teacher).read_bytes() == (straight.run_dir / teacher).read_bytes()
 
 
 def test_resume_under_another_config_is_refused(artifacts_dir: Path, tmp_path: Path) -> None:

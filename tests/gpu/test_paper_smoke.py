@@ -19,7 +19,9 @@ from corewarding.training.verl.launch import train_verl
 
 pytestmark = [pytest.mark.requires_gpu, pytest.mark.requires_vllm, pytest.mark.slow]
 
-PAPER_METHODS = ["gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2"]
+PAPER_METHODS = [
+    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
+]  # fmt: skip
 SMALL = [
     "base_model=qwen3-1.7b-base", "dataset=math", "backend=verl", "verl.n_gpus_per_node=1",
     "verl.gpu_memory_utilization=0.4", "grpo.train_batch_size=8", "grpo.n=4", "grpo.max_response_length=512",
@@ -40,7 +42,7 @@ def fresh_ray() -> Iterator[None]:
 def test_two_steps_on_the_smallest_paper_model(method: str, tmp_path: Path, fresh_ray: None) -> None:
     cfg = compose_config([f"method={method}", f"paths.runs_dir={tmp_path}", *SMALL])
     needed = [cfg.dataset.train_files, cfg.dataset.val_files]
-    if method == "co_rewarding_1":
+    if method in ("co_rewarding_1", "co_rewarding_3"):
         needed += [cfg.dataset.original_files, cfg.dataset.rephrased_files]
     missing = [f for f in needed if not Path(f).is_file()]
     if missing:
@@ -52,4 +54,4 @@ def test_two_steps_on_the_smallest_paper_model(method: str, tmp_path: Path, fres
     checkpoints = run.run_dir / "checkpoints"
     assert sorted(p.name for p in checkpoints.glob("global_step_*")) == ["global_step_2"]  # step 1 rotated away
     assert list((checkpoints / "global_step_2" / "actor").glob("optim_world_size_*_rank_*.pt"))
-    assert (checkpoints / "global_step_2" / "teacher").is_dir() == (method == "co_rewarding_2")
+    assert (checkpoints / "global_step_2" / "teacher").is_dir() == (method in ("co_rewarding_2", "co_rewarding_3"))

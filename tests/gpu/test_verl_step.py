@@ -19,7 +19,7 @@ from corewarding.training.verl.merge import merge_checkpoint
 pytestmark = [pytest.mark.requires_gpu, pytest.mark.requires_vllm, pytest.mark.slow]
 
 METHODS = [
-    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2",
+    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
     "co_rewarding_2_frozen_teacher", "majority_voting_rephrased",
 ]  # fmt: skip
 
@@ -54,10 +54,13 @@ def test_one_verl_step(method: str, artifacts_dir: Path, tmp_path: Path, fresh_r
         assert step["grad_norm"] > 0
     for key in ("reward_mean", "label_accuracy", "nonempty_label_rate", "vote_agreement", "entropy_mean", "kl_mean"):
         assert key in step, key
-    if method == "co_rewarding_2":
+    if method in ("co_rewarding_2", "co_rewarding_3"):
         assert step["ema_rate"] == pytest.approx(0.01)  # step 1 of 1: alpha_start
         assert (run.run_dir / "checkpoints" / "global_step_1" / "teacher" / "rank_0.pt").is_file()
     else:
         assert step["ema_rate"] is None
+    if method == "co_rewarding_3":  # each view's label metrics, losses and entropy, named as the local backend's
+        views = {f"{t}_pseudo_acc" for t in ("ori", "aug")} | {f"pg_loss_{t}" for t in ("ori", "aug")}
+        assert views | {"entropy_mean_ori", "kl_mean_aug"} <= set(step)
     hf = merge_checkpoint(run.run_dir)
     assert (hf / "config.json").is_file() and any(hf.glob("*.safetensors"))

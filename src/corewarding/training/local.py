@@ -29,6 +29,7 @@ from corewarding import matrix, methods
 from corewarding.answers import strict_score
 from corewarding.lm.loading import load_base_model
 from corewarding.lm.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
+from corewarding.methods.base import VIEW_TAGS
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
@@ -164,8 +165,16 @@ class LocalTrainer:
             if ema.enable and step % int(ema.update_interval) == 0:
                 rate = ema_rate(step, self.total_steps, float(ema.alpha_start), float(ema.alpha_end))
                 ema_update(self.teacher, self.policy, rate)
-            batches["teacher"] = self._generate(self.teacher, views["original"], uids, "teacher")
+            for view, name in self._teacher_views(views):
+                batches[name] = self._generate(self.teacher, views[view], uids, name)
         return batches, rate
+
+    def _teacher_views(self, views: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str]]:
+        """(policy view, teacher view) pairs the teacher samples: ``teacher`` on the original prompts (II), or
+        ``teacher_<view>`` on each policy view's prompts (III)."""
+        if "teacher" in self.spec.views:
+            return [("original", "teacher")]
+        return [(view, f"teacher_{view}") for view in views if f"teacher_{view}" in self.spec.views]
 
     def _generate(
         self,
@@ -208,7 +217,7 @@ class LocalTrainer:
         g = self.cfg.grpo
         self.policy.train()
         slices = self._micro_slices(len(batches[0].uids), int(g.micro_batch_size))
-        pg_total = kl_total = clip_total = 0.0
+        per_view = {b.view: {"pg_loss": 0.0, "kl_mean": 0.0, "clipfrac": 0.0} for b in batches}
         for rows in slices:
             loss = torch.zeros(())
             for batch, adv in zip(batches, advantages, strict=True):
@@ -221,9 +230,10 @@ class LocalTrainer:
                 )  # fmt: skip
                 kl = masked_token_mean(low_var_kl(logp, batch.stats["ref_logp"][rows]), mask)
                 loss = loss + pg + (float(g.kl_coef) * kl if g.use_kl_loss else 0.0)
-                pg_total += pg.item() / len(slices)
-                kl_total += kl.item() / len(slices)
-                clip_total += stats["clipfrac"] / len(slices)
+                sums = per_view[batch.view]
+                sums["pg_loss"] += pg.item() / len(slices)
+                sums["kl_mean"] += kl.item() / len(slices)
+                sums["clipfrac"] += stats["clipfrac"] / len(slices)
             (loss / len(slices)).backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), float(self.cfg.optimizer.grad_clip))
         lr = self.scheduler.get_last_lr()[0]
@@ -233,9 +243,10 @@ class LocalTrainer:
             log.warning("non-finite gradient norm; optimizer step skipped")
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
-        n_views = len(batches)
-        return {"pg_loss": pg_total / n_views, "kl_mean": kl_total / n_views, "clipfrac": clip_total / n_views,
-                "grad_norm": float(grad_norm), "lr": float(lr)}  # fmt: skip
+        out = {k: sum(v[k] for v in per_view.values()) / len(per_view) for k in ("pg_loss", "kl_mean", "clipfrac")}
+        if len(per_view) > 1:  # two views trained (Co-rewarding-I, III): each view's losses too (pg_loss_ori, ...)
+            out |= {f"{k}_{VIEW_TAGS[view]}": v for view, sums in per_view.items() for k, v in sums.items()}
+        return {**out, "grad_norm": float(grad_norm), "lr": float(lr)}
 
     def train_step(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()
@@ -262,6 +273,7 @@ class LocalTrainer:
             "response_length_mean": float(lengths.mean()),
             "truncation_rate": float(np.mean([t for b in trained for t in b.truncated])),
             "entropy_mean": float(masked_token_mean(entropy, masks)),
+            **self._entropy_per_view(trained),
             **update,
             "ema_rate": rate,
         }
@@ -271,6 +283,15 @@ class LocalTrainer:
             metrics["math_verify_errors"] = counts.get("error", 0)
         metrics["step_seconds"] = time.perf_counter() - started
         return metrics
+
+    def _entropy_per_view(self, trained: list[RolloutBatch]) -> dict[str, float]:
+        """``entropy_mean_ori`` / ``_aug`` when the step trains two views (Co-rewarding-I, III); else nothing."""
+        if len(trained) < 2:
+            return {}
+        return {
+            f"entropy_mean_{VIEW_TAGS[b.view]}": float(masked_token_mean(b.stats["entropy"], b.response_mask))
+            for b in trained
+        }
 
     # ---- validation, the loop ----------------------------------------------------------------------------------
     @torch.no_grad()

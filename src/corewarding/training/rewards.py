@@ -33,8 +33,9 @@ def score_step(
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Rewards of every rewarded view, and label metrics.
 
-    Methods without a vote of their own (GT, Entropy, Self-Certainty) report the majority vote of their own original
-    rollouts as the diagnostic pseudo-label, so pseudo-label accuracy is comparable across methods.
+    A method with per-view metrics (Co-rewarding-III) adds them. Methods without a vote of their own (GT, Entropy,
+    Self-Certainty) report the majority vote of their own original rollouts as the diagnostic pseudo-label, so
+    pseudo-label accuracy is comparable across methods.
     """
     rewards: dict[str, torch.Tensor] = {}
     if spec.kind == "text":
@@ -47,7 +48,10 @@ def score_step(
             view, i = where[s.index]
             rewards[view][i] = s.reward
         if spec.name != "gt_grpo":
-            return rewards, _label_metrics(summarize(result))
+            metrics = _label_metrics(summarize(result))
+            if spec.view_metrics is not None:
+                metrics.update(spec.view_metrics(rollouts, result, voter))
+            return rewards, metrics
     else:
         assert spec.sequence_reward is not None and spec.logits_statistic is not None
         for view in spec.rewarded_views:

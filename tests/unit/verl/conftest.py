@@ -23,6 +23,10 @@ ANSWERS = {
     "original": {"q0": ["5", "5", "6", ""], "q1": ["7", "8", "8", "7"]},
     "rephrased": {"q0": ["6", "6", "5", "x"], "q1": ["8", "8", "8", "7"]},
     "teacher": {"q0": ["5", "6", "5", "5"], "q1": ["", "", "", ""]},
+    # Co-rewarding-III's teacher on each view: on x' it votes 5 for q0 and nothing for q1; on x it votes 6 for q0
+    # and 8 for q1 (a tie of 8 and 7, 8 first)
+    "teacher_rephrased": {"q0": ["5", "5", "6", "5"], "q1": ["", "", "", ""]},
+    "teacher_original": {"q0": ["6", "6", "5", ""], "q1": ["8", "7", "7", "8"]},
 }
 
 

@@ -23,7 +23,9 @@ from corewarding.training.rewards import score_step
 from corewarding.training.verl.worker import SelfCertaintyProbe
 
 TEMPERATURE = 0.7
-METHODS = ["gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2"]
+METHODS = [
+    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
+]  # fmt: skip
 
 
 def verl_side_stats(model: torch.nn.Module, b: RolloutBatch) -> dict[str, torch.Tensor]:
@@ -100,6 +102,9 @@ def test_verl_rewards_and_advantages_equal_the_local_backend(
         torch.testing.assert_close(adv, advantages[view].float().unsqueeze(-1) * mask, rtol=0, atol=1e-5)
     for key in ("label_accuracy", "nonempty_label_rate", "vote_agreement", "missing_ground_truth"):
         assert result["metrics"][key] == pytest.approx(metrics[key]), key
+    assert {k: v for k, v in result["metrics"].items() if k.startswith(("ori_", "aug_"))} == {
+        k: v for k, v in metrics.items() if k.startswith(("ori_", "aug_"))
+    }  # Co-rewarding-III's per-view label metrics (none for the others)
 
 
 def test_hand_computed_co_rewarding_rewards_through_verl(
@@ -118,6 +123,27 @@ def test_hand_computed_co_rewarding_rewards_through_verl(
     # teacher votes 5 for q0 and nothing for q1
     assert out["reward_tensor"].sum(-1).tolist() == [1, 1, 0, 0, 0, 0, 0, 0] + [0] * 8
     assert out["metrics"]["nonempty_label_rate"] == 0.5 and out["metrics"]["label_accuracy"] == 0.5
+
+
+def test_hand_computed_co_rewarding_3_rewards_and_view_metrics_through_verl(
+    make_rollouts: Callable, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """The teacher's vote on the other view labels each policy view: a tie, an empty vote, the cross pairing."""
+    views = ["original", "rephrased", "teacher_original", "teacher_rephrased"]
+    data = DataProto.concat(
+        [make_rollouts(v).data_proto(lambda u, v=v: f"{u}/{v}", lambda u: u) for v in views]
+    )  # fmt: skip
+    out = get_reward_manager_cls("corewarding_co_rewarding_3")(tokenizer=tokenizer)(data, return_dict=True)
+    # original q0 [5,5,6,-] vs the teacher's vote on x' (5); q1 vs its empty vote: all 0.
+    # rephrased q0 [6,6,5,x] vs the teacher's vote on x (6); q1 [8,8,8,7] vs 8 (a tie of 8 and 7, 8 seen first)
+    assert out["reward_tensor"].sum(-1).tolist() == [1, 1, 0, 0, 0, 0, 0, 0] + [1, 1, 0, 0, 1, 1, 1, 0] + [0] * 16
+    m = out["metrics"]
+    # ori: labels 5 (right) and none; 2 of 8 rollouts match. Policy's own cross-view labels: 6 (wrong), 8 (right)
+    assert (m["ori_pseudo_nonempty_rate"], m["ori_pseudo_acc"], m["ori_pseudo_pass_rate"]) == (0.5, 0.5, 0.25)
+    assert m["ori_policypseudo_acc"] == 0.5
+    # aug: labels 6 (wrong) and 8 (right); 5 of 8 match. Policy's own: 5 (right), 7 (the tie's first: wrong)
+    assert (m["aug_pseudo_nonempty_rate"], m["aug_pseudo_acc"], m["aug_pseudo_pass_rate"]) == (1.0, 0.5, 0.625)
+    assert m["aug_policypseudo_acc"] == 0.5
 
 
 def test_a_logits_method_without_its_statistic_is_an_error(

@@ -24,6 +24,9 @@ from tests.unit.verl.test_trainer import build_trainer
 
 POLICY = {"original": ["{t}", "{t}", "wrong", ""], "rephrased": ["wrong", "wrong", "{t}", ""]}
 TEACHER = ["wrong", "wrong", "wrong", "{t}"]  # the teacher votes 'wrong': Co-rewarding-II rewards the policy's 3rd
+# Co-rewarding-III's teacher on the original prompts votes the ground truth (and 'wrong' on the rephrased ones), so
+# the original rows follow 'wrong' and the rephrased rows the ground truth: the cross-view pairing shows
+TEACHER_ON_ORIGINAL = ["{t}", "{t}", "wrong", "{t}"]
 
 
 def _view(row: dict[str, Any]) -> str:
@@ -44,7 +47,10 @@ def run_fit(method: str, artifacts_dir: Path, tmp_path: Path, tokenizer: PreTrai
     teacher = methods.get(method).needs_teacher
 
     def scripted(call: int, row: dict[str, Any], j: int) -> str:
-        answers = TEACHER if teacher and call % 2 == 1 else POLICY[_view(row)]
+        if teacher and call % 2 == 1:
+            answers = TEACHER_ON_ORIGINAL if method == "co_rewarding_3" and _view(row) == "original" else TEACHER
+        else:
+            answers = POLICY[_view(row)]
         return answers[j % 4].format(t=row["reward_model"]["ground_truth"])
 
     rollout = trainer.config.actor_rollout_ref.rollout
@@ -69,6 +75,9 @@ def expected_rewards(method: str, update: dict[str, Any], tokenizer: PreTrainedT
         return [float(a == t) for a, t in zip(answers, truths, strict=True)]
     if method == "co_rewarding_2":  # label: the teacher's majority ('wrong')
         return [float(a == "wrong") for a in answers]
+    if method == "co_rewarding_3":  # original rows: the teacher's vote on the rephrasing ('wrong'); rephrased rows:
+        # its vote on the original (the ground truth)
+        return [float(a == ("wrong" if v == "original" else t)) for a, t, v in zip(answers, truths, views, strict=True)]
     if method == "co_rewarding_1":  # original rows follow the rephrased vote ('wrong'), rephrased rows the original's
         return [float(a == ("wrong" if v == "original" else t)) for a, t, v in zip(answers, truths, views, strict=True)]
     n = update["seq_lens"]
@@ -128,6 +137,10 @@ def test_fit_runs_two_full_steps_of_every_method(
     for m, update in zip(exported, updates, strict=True):
         assert m["reward_mean"] == pytest.approx(update["token_level_rewards"].sum(-1).mean().item(), abs=1e-5)
         assert m["lr"] > 0 and m["pg_loss"] == 0.0 and (m["ema_rate"] is not None) == teacher
+        two_views = method in ("co_rewarding_1", "co_rewarding_3")
+        assert ({"entropy_mean_ori", "entropy_mean_aug"} <= set(m)) == two_views  # each view's, from verl's pass
+        if method == "co_rewarding_3":  # the teacher's labels: 'wrong' on the original rows, right on the rephrased
+            assert (m["ori_pseudo_acc"], m["aug_pseudo_acc"], m["ori_pseudo_nonempty_rate"]) == (0.0, 1.0, 1.0)
     logged = [json.loads(x)["data"] for x in Path(os.environ["VERL_FILE_LOGGER_PATH"]).read_text().splitlines()]
     for data in logged:  # verl's own step metrics, as fit() logged them
         for key in (

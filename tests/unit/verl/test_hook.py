@@ -60,6 +60,27 @@ def test_teacher_rows_join_the_policy_rows(
     assert rm_scores_for(out["reward_tensor"], order).sum(-1).tolist() == [1, 1, 0, 0, 0, 0, 0, 0]
 
 
+def test_teacher_rows_of_both_views_are_tagged_by_the_view_they_answer(
+    make_training_batch: Callable, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Co-rewarding-III: the teacher answered both views' prompts; its rows become teacher_original and
+    teacher_rephrased, grouped by question, and label the other view."""
+    batch = make_training_batch(["original", "rephrased"])
+    answers = make_training_batch(["teacher_original", "teacher_rephrased"])
+    teacher = answers.select_idxs(torch.arange(len(answers)))  # the teacher's rollouts: as verl returns them
+    for i, extra in enumerate(teacher.non_tensor_batch["extra_info"]):  # ... answering the policy's prompts
+        teacher.non_tensor_batch["extra_info"][i] = {**extra, "cr_view": extra["cr_view"].removeprefix("teacher_")}
+    teacher.non_tensor_batch.pop("cr_row")
+    shuffled = batch.select_idxs(torch.tensor([9, 3, 14, 0, 7, 12, 1, 5, 10, 2, 15, 8, 4, 13, 6, 11]))
+    data, order = manager_input(shuffled, teacher=teacher, pairs=True, teacher_per_view=True)
+    assert list(data.non_tensor_batch["cr_view"][16:]) == ["teacher_original"] * 8 + ["teacher_rephrased"] * 8
+    assert list(data.non_tensor_batch["cr_group"][16:20]) == ["pair-0"] * 4
+    out = get_reward_manager_cls("corewarding_co_rewarding_3")(tokenizer=tokenizer)(data, return_dict=True)
+    in_rollout_order = [1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0]  # as the hand-computed verl test
+    got = rm_scores_for(out["reward_tensor"], order).sum(-1).tolist()
+    assert got == [in_rollout_order[i] for i in [9, 3, 14, 0, 7, 12, 1, 5, 10, 2, 15, 8, 4, 13, 6, 11]]
+
+
 def test_gt_reward_loop_manager_scores_one_rollout(make_rollouts: Callable, tokenizer: PreTrainedTokenizerBase) -> None:
     manager = get_loop_manager("corewarding_gt")(config=OmegaConf.create({}), tokenizer=tokenizer, compute_score=None)
     data = make_rollouts("original").data_proto(lambda u: u, lambda u: u)

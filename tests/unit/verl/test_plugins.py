@@ -33,8 +33,8 @@ ROUTES = {
     "neither": {"VERL_USE_EXTERNAL_PLUGINS": "none"},
 }
 EXPECTED_BATCH = [
-    "corewarding_co_rewarding_1", "corewarding_co_rewarding_2", "corewarding_entropy", "corewarding_gt_grpo",
-    "corewarding_majority_voting", "corewarding_self_certainty",
+    "corewarding_co_rewarding_1", "corewarding_co_rewarding_2", "corewarding_co_rewarding_3", "corewarding_entropy",
+    "corewarding_gt_grpo", "corewarding_majority_voting", "corewarding_self_certainty",
 ]  # fmt: skip
 
 

@@ -84,6 +84,14 @@ def test_view_sum_equals_the_sum_of_per_view_token_means() -> None:
     original, rephrased = per_token[:2][mask[:2]].mean(), per_token[2:][mask[2:]].mean()  # 7 and 4 tokens
     torch.testing.assert_close(loss, original + rephrased, rtol=1e-5, atol=1e-6)
     assert "actor/pg_loss" in metrics
+    # each view's own token-means, by hand: PPO is -A at ratio 1, the KL is k3 against the reference
+    adv, d = data["advantages"], data["ref_log_prob"] - data["old_log_probs"]
+    k3 = (d.exp() - d - 1).clamp(-10, 10)
+    for tag, part in (("ori", slice(0, 2)), ("aug", slice(2, 4))):
+        m = mask[part]
+        assert metrics[f"actor/pg_loss_{tag}"].aggregate() == pytest.approx(float(-adv[part][m].mean()), abs=1e-6)
+        assert metrics[f"actor/kl_loss_{tag}"].aggregate() == pytest.approx(float(k3[part][m].mean()), abs=1e-6)
+        assert metrics[f"actor/pg_clipfrac_{tag}"].aggregate() == 0.0  # ratio 1 never clips
     loss.backward()  # differentiable through the policy's log-probs
     assert all(r.grad is not None and bool(r.grad.abs().sum() > 0) for r in rows)
 

@@ -15,6 +15,7 @@ import torch
 from tensordict import TensorDict
 from verl import DataProto
 
+from corewarding.methods.base import VIEW_TAGS
 from corewarding.training.verl.batch import GROUP_KEY, STAT_KEY, VIEW_KEY, column, response_mask_of
 
 ROW_KEY = "cr_row"  # position of a row in the rollout batch, before verl reorders it for load balance
@@ -47,29 +48,41 @@ def _part(
     return DataProto(batch=TensorDict(tensors, batch_size=len(order)), non_tensor_batch=non_tensor)
 
 
+def _vote_groups(data: DataProto, pairs: bool) -> list[str]:
+    """Each row's vote group: its verl uid, or with ``pairs`` its question (``extra_info.cr_pair``)."""
+    if not pairs:
+        return [str(u) for u in column(data, "uid", [str(i) for i in range(len(data))])]
+    questions = _extra(data, PAIR_KEY, None)
+    if any(p is None for p in questions):
+        raise ValueError("paired rows need extra_info.cr_pair (prepare the data with corewarding)")
+    return [f"pair-{p}" for p in questions]
+
+
 def manager_input(
     batch: DataProto,
     teacher: DataProto | None = None,
     stat: torch.Tensor | None = None,
     pairs: bool = False,
+    teacher_per_view: bool = False,
 ) -> tuple[DataProto, np.ndarray]:
     """The manager's batch (training rows in rollout order, then teacher rows) and the training rows' order.
 
-    Votes group by the verl uid, or for Co-rewarding-I by the question (``extra_info.cr_pair``), whose two views
-    carry different uids so that GRPO stays within each view.
+    Votes group by the verl uid, or for paired methods (Co-rewarding-I and III) by the question
+    (``extra_info.cr_pair``), whose two views carry different uids so that GRPO stays within each view. Teacher rows
+    are view ``teacher`` (Co-rewarding-II), or with ``teacher_per_view`` ``teacher_<view>`` after the view of the
+    prompt they answer (Co-rewarding-III).
     """
     n = len(batch)
     rows = np.asarray([int(r) for r in column(batch, ROW_KEY, list(range(n)))], dtype=np.int64)
     order = np.argsort(rows, kind="stable")
     views = [str(v) for v in _extra(batch, VIEW_EXTRA_KEY, "original")]
-    uids = [str(u) for u in column(batch, "uid", [str(i) for i in range(n)])]
-    groups = [f"pair-{p}" for p in _extra(batch, PAIR_KEY, None)] if pairs else uids
-    if pairs and any(p is None for p in _extra(batch, PAIR_KEY, None)):
-        raise ValueError("Co-rewarding-I rows need extra_info.cr_pair (prepare the data with corewarding)")
-    parts = [_part(batch, order, views, groups, stat)]
+    parts = [_part(batch, order, views, _vote_groups(batch, pairs), stat)]
     if teacher is not None:
-        t_uids = [str(u) for u in column(teacher, "uid", [])]
-        parts.append(_part(teacher, np.arange(len(teacher)), ["teacher"] * len(teacher), t_uids, None))
+        t_views = ["teacher"] * len(teacher)
+        if teacher_per_view:
+            t_views = [f"teacher_{v}" for v in _extra(teacher, VIEW_EXTRA_KEY, "original")]
+        t_groups = _vote_groups(teacher, pairs)
+        parts.append(_part(teacher, np.arange(len(teacher)), t_views, t_groups, None))
         if stat is not None:
             parts[1].batch[STAT_KEY] = torch.zeros_like(parts[1].batch["responses"], dtype=torch.float32)
     return (DataProto.concat(parts) if len(parts) > 1 else parts[0]), order
@@ -80,4 +93,18 @@ def rm_scores_for(reward_tensor: torch.Tensor, order: np.ndarray) -> torch.Tenso
     n = len(order)
     out = torch.empty((n, reward_tensor.shape[1]), dtype=torch.float32)
     out[torch.as_tensor(order, dtype=torch.long)] = reward_tensor[:n].float()
+    return out
+
+
+def view_entropy(entropys: torch.Tensor, batch: DataProto) -> dict[str, float]:
+    """``actor/entropy_{ori,aug}``: the old policy's token-mean entropy over each view's responses (verl logs one
+    ``actor/entropy`` over both)."""
+    mask = response_mask_of(batch).float()
+    views = np.asarray(_extra(batch, VIEW_EXTRA_KEY, "original"), dtype=object)
+    out = {}
+    for view, tag in VIEW_TAGS.items():
+        rows = torch.as_tensor(views == view)
+        tokens = mask[rows].sum()
+        if tokens > 0:
+            out[f"actor/entropy_{tag}"] = float((entropys[rows].float() * mask[rows]).sum() / tokens)
     return out

@@ -49,7 +49,7 @@ def cell_snapshot(cell: Cell, cfg: DictConfig) -> str:
     return HEADER.format(cell_id=cell.cell_id) + verl_yaml(verl_cfg)
 
 
-def snapshots(matrix: str = "paper") -> dict[str, str]:
+def snapshots(matrix: str = "paper_v3") -> dict[str, str]:
     """``{file name: text}`` for every cell of the matrix."""
     m = load_matrix(matrix)
     return {f"{cell.cell_id}.yaml": cell_snapshot(cell, cfg) for cell, cfg in compose_cells(m.cells, m.overrides)}
@@ -62,7 +62,7 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_snapshots(out_dir: Path, matrix: str = "paper", texts: dict[str, str] | None = None) -> list[str]:
+def write_snapshots(out_dir: Path, matrix: str = "paper_v3", texts: dict[str, str] | None = None) -> list[str]:
     """Regenerate the folder: write every cell's file, remove files of cells no longer in the matrix."""
     texts = snapshots(matrix) if texts is None else texts
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def write_snapshots(out_dir: Path, matrix: str = "paper", texts: dict[str, str] 
     return sorted(texts)
 
 
-def stale_snapshots(out_dir: Path, matrix: str = "paper", texts: dict[str, str] | None = None) -> list[str]:
+def stale_snapshots(out_dir: Path, matrix: str = "paper_v3", texts: dict[str, str] | None = None) -> list[str]:
     """Files that differ from a fresh generation: ``changed``, ``missing`` or ``extra``, with the file name."""
     texts = snapshots(matrix) if texts is None else texts
     present = {p.name for p in out_dir.glob("*.yaml")} if out_dir.is_dir() else set()

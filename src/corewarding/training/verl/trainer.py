@@ -33,7 +33,7 @@ from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_pad
 from corewarding import methods
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.training.verl.checkpoint_guard import check_pickles, resume_folder
-from corewarding.training.verl.hook import ROW_KEY, manager_input, rm_scores_for
+from corewarding.training.verl.hook import ROW_KEY, manager_input, rm_scores_for, view_entropy
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.rewards import CorewardingRewardManager
 from corewarding.training.verl.rotation import rotate
@@ -59,6 +59,7 @@ class CorewardingTrainer(RayPPOTrainer):
         self.reward_manager = manager_cls(tokenizer=self.tokenizer, vote=self.cr.vote)
         self._gen_batch: DataProto | None = None
         self._old_log_prob: tuple[DataProto, float] | None = None
+        self._step_metrics: dict[str, Any] | None = None
 
     # ---- hooks into RayPPOTrainer.fit ----------------------------------------------------------------------
 
@@ -88,6 +89,7 @@ class CorewardingTrainer(RayPPOTrainer):
         self, batch: DataProto, metrics: dict, logging_prefix: str = "global_seqlen", keep_minibatch: bool = False
     ) -> None:
         batch.non_tensor_batch[ROW_KEY] = np.array(list(range(len(batch))), dtype=object)  # like verl's columns
+        self._step_metrics = metrics  # fit()'s dict for this step: the old-log-prob pass adds to it next
         super()._balance_batch(batch, metrics, logging_prefix=logging_prefix, keep_minibatch=keep_minibatch)
         self._reward_step(batch, metrics)
 
@@ -95,7 +97,10 @@ class CorewardingTrainer(RayPPOTrainer):
         if self._old_log_prob is not None:  # computed by the reward step for this batch
             cached, self._old_log_prob = self._old_log_prob, None
             return cached
-        return super()._compute_old_log_prob(batch)
+        old, mfu = super()._compute_old_log_prob(batch)
+        if self.cr.pairs and self._step_metrics is not None:  # two views trained: each view's entropy too
+            self._step_metrics.update(view_entropy(old.batch["entropys"], batch))
+        return old, mfu
 
     def fit(self) -> None:
         try:
@@ -109,7 +114,8 @@ class CorewardingTrainer(RayPPOTrainer):
         started = time.perf_counter()
         teacher, rate = self._teacher_rollouts() if self.spec.needs_teacher else (None, None)
         stat = self._logits_statistic(batch) if self.spec.kind == "logits" else None
-        data, order = manager_input(batch, teacher, stat, pairs=bool(self.cr.pairs))
+        per_view = any(v.startswith("teacher_") for v in self.spec.views)  # Co-rewarding-III: teacher on each view
+        data, order = manager_input(batch, teacher, stat, pairs=bool(self.cr.pairs), teacher_per_view=per_view)
         result = self.reward_manager(data, return_dict=True)
         assert isinstance(result, dict)
         batch.batch["rm_scores"] = rm_scores_for(result["reward_tensor"], order)

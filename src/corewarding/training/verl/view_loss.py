@@ -20,7 +20,10 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
+from verl.utils.metric import Metric
 from verl.workers.utils.losses import ppo_loss
+
+from corewarding.methods.base import VIEW_TAGS
 
 VIEW_ID_KEY = "cr_view_id"  # per row: index into the views present in the batch
 VIEW_WEIGHT_KEY = "cr_view_weight"  # per row: N / N_v of the row's view, over the whole batch
@@ -71,7 +74,8 @@ def view_sum_ppo_loss(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """sum_v (N / N_v) * ppo_loss(rows of view v): the sum of the per-view token-means (PPO + KL + entropy terms).
 
-    The metrics are verl's, over all rows (the logged ``actor/pg_loss`` stays verl's single token-mean).
+    The metrics are verl's, over all rows (the logged ``actor/pg_loss`` stays verl's single token-mean), plus each
+    view's ``actor/{pg_loss,kl_loss,pg_clipfrac,ppo_kl}_{ori,aug}`` (the losses as that view's token-means).
     """
     _, metrics = ppo_loss(config, model_output, data, dp_group)
     if VIEW_ID_KEY not in data.keys():  # noqa: SIM118  (TensorDict refuses `in`)
@@ -82,6 +86,26 @@ def view_sum_ppo_loss(
         rows = view_ids == view
         part = data.copy()
         part["response_mask"] = mask * rows.to(mask.dtype).unsqueeze(-1)
-        loss, _ = ppo_loss(config, model_output, part, dp_group)
-        total = total + loss * weights[rows][0]
+        loss, part_metrics = ppo_loss(config, model_output, part, dp_group)
+        weight = weights[rows][0]
+        total = total + loss * weight
+        metrics.update(_per_view(part_metrics, float(weight), VIEW_TAGS[VIEW_NAMES[view]]))
     return total, metrics
+
+
+def _per_view(metrics: dict[str, Any], weight: float, tag: str) -> dict[str, Metric]:
+    """One view's metrics under ``<name>_<tag>``: the losses rescaled from the batch's token count to the view's (as
+    the loss itself), the clip fraction and PPO KL as they are (verl takes them as means over the view's mask)."""
+    out: dict[str, Metric] = {}
+    for key, name, scale in (
+        ("actor/pg_loss", "actor/pg_loss", weight),
+        ("kl_loss", "actor/kl_loss", weight),
+        ("actor/pg_clipfrac", "actor/pg_clipfrac", 1.0),
+        ("actor/ppo_kl", "actor/ppo_kl", 1.0),
+    ):
+        metric = metrics.get(key)
+        if isinstance(metric, Metric):
+            scaled = Metric(metric.aggregation)
+            scaled.extend([value * scale for value in metric.values])
+            out[f"{name}_{tag}"] = scaled
+    return out
