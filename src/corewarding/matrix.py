@@ -88,14 +88,35 @@ class Matrix:
         )
 
 
-def load_matrix(name: str = "paper") -> Matrix:
-    """Load ``configs/matrix/{name}.yaml`` and check every cell names existing config options."""
+def _matrix_path(name: str) -> Path:
     path = config_dir() / "matrix" / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in (config_dir() / "matrix").glob("*.yaml"))
         raise KeyError(f"unknown matrix {name!r}; known: {', '.join(known)}")
+    return path
+
+
+def _read_raw(name: str, seen: tuple[str, ...] = ()) -> tuple[Path, dict[Any, Any]]:
+    """A matrix file as a mapping; with ``extends: <matrix>`` the base's cells come first and its other sections
+    apply unless this file sets them."""
+    path = _matrix_path(name)
     raw = OmegaConf.to_container(OmegaConf.load(path))
-    assert isinstance(raw, dict)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a matrix file is a mapping (name, cells, ...)")
+    base_name = raw.pop("extends", None)
+    if base_name is None:
+        return path, raw
+    if not isinstance(base_name, str) or base_name in (*seen, name):
+        raise ValueError(f"{path}: extends must name another matrix, not {base_name!r} (no cycles)")
+    _, base = _read_raw(base_name, (*seen, name))
+    merged = {**base, **raw, "cells": [*(base.get("cells") or []), *(raw.get("cells") or [])]}
+    return path, merged
+
+
+def load_matrix(name: str = "paper") -> Matrix:
+    """Load ``configs/matrix/{name}.yaml`` (and the matrix it extends) and check every cell names existing config
+    options."""
+    path, raw = _read_raw(name)
     cells: list[Cell] = []
     for i, entry in enumerate(raw.get("cells") or []):
         missing = {"method", "base_model", "dataset"} - set(entry)

@@ -1,4 +1,4 @@
-"""`corewarding demo`: all six methods train on the tiny model and a summary table is printed."""
+"""`corewarding demo`: all seven methods train on the tiny model and a summary table is printed."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import pytest
 
 from corewarding.cli import main
 
-SIX = ["gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2"]
+SEVEN = [
+    "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
+]  # fmt: skip
 
 
-def test_demo_trains_the_six_methods_and_prints_the_summary(
+def test_demo_trains_the_seven_methods_and_prints_the_summary(
     artifacts_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     overrides = [f"paths.artifacts_dir={artifacts_dir}", "schedule.total_steps=2", "schedule.val_max_samples=2"]
@@ -20,10 +22,10 @@ def test_demo_trains_the_six_methods_and_prints_the_summary(
     out = capsys.readouterr().out.splitlines()
     header = out[0].split()
     assert header[:2] == ["method", "steps"] and "seconds" in header
-    table = [line.split() for line in out[2:8]]
-    assert [row[0] for row in table] == SIX
+    table = [line.split() for line in out[2:9]]
+    assert [row[0] for row in table] == SEVEN
     assert all(row[1] == "2" for row in table)
-    for method in SIX:
+    for method in SEVEN:
         run = tmp_path / f"{method}__tiny__tiny"
         steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
         assert steps == [0, 1, 2]

@@ -1,6 +1,6 @@
 """The matrix across machines: a real Prefect server, two process workers started from two separate checkouts (two
 "machines"), a local DVC remote as the shared store, and the demo matrix run from a third checkout. Each worker runs
-some cells; the parent ingests all six. One worker is killed (SIGKILL, with its flow run) mid-training: its cell is
+some cells; the parent ingests all seven. One worker is killed (SIGKILL, with its flow run) mid-training: its cell is
 started again on the other worker, resumes from the checkpoint in the store, and ends with the same per-step
 metrics as an uninterrupted run."""
 
@@ -24,8 +24,8 @@ from tests.support.repo import clone_project, dvc_bin, run_dvc
 
 BIN = Path(sys.executable).parent
 SHORT = "schedule.total_steps=8"  # checkpoints at steps 4 and 8: one to resume from, one after it
-CELLS = [f"{m}__tiny__tiny" for m in
-         ("gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2")]  # fmt: skip
+CELLS = [f"{m}__tiny__tiny" for m in ("gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1",
+                                      "co_rewarding_2", "co_rewarding_3")]  # fmt: skip
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:

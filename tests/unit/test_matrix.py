@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from corewarding.config import compose_config
+from corewarding.config import compose_config, config_dir
 from corewarding.matrix import Cell, hub_repo_id, load_matrix, parse_cell_id, run_dir, select_cells
 
 
@@ -22,6 +24,37 @@ def test_paper_matrix_has_the_66_published_cells() -> None:
     assert Counter(c.method for c in cells) == dict.fromkeys(
         ["gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2"], 11
     )
+
+
+def test_paper_v3_matrix_adds_the_six_co_rewarding_3_cells_to_the_66() -> None:
+    v2, v3 = load_matrix("paper"), load_matrix("paper_v3")
+    assert len(v3.cells) == 72 and v3.cells[:66] == v2.cells
+    assert {hub_repo_id(c) for c in v3.cells[66:]} == {
+        f"TMLR-Group-HF/Co-rewarding-III-{model}-{data}"
+        for model in ("Qwen3-8B-Base", "Qwen3-4B-Base", "Llama-3.2-3B-Instruct")
+        for data in ("MATH", "DAPO14k")
+    }
+    assert {c.method for c in v3.cells[66:]} == {"co_rewarding_3"}
+    # the rest of v2's file is taken over: verl training, the paper's benchmarks with vLLM
+    assert (v3.train_overrides, v3.eval_benchmarks, v3.eval_overrides) == (
+        v2.train_overrides, v2.eval_benchmarks, v2.eval_overrides,
+    )  # fmt: skip
+    assert len(load_matrix("demo").cells) == 7 and load_matrix("demo").cells[-1].method == "co_rewarding_3"
+
+
+def test_a_matrix_extending_itself_or_an_unknown_one_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(config_dir(), tmp_path / "configs")
+    monkeypatch.setenv("COREWARDING_CONFIG_DIR", str(tmp_path / "configs"))
+    folder = tmp_path / "configs" / "matrix"
+    (folder / "a.yaml").write_text("name: a\nextends: b\ncells: []\n")
+    (folder / "b.yaml").write_text("name: b\nextends: a\ncells: []\n")
+    with pytest.raises(ValueError, match=r"b\.yaml: extends must name another matrix, not 'a' \(no cycles\)"):
+        load_matrix("a")
+    (folder / "b.yaml").write_text("name: b\nextends: nowhere\ncells: []\n")
+    with pytest.raises(KeyError, match="unknown matrix 'nowhere'"):
+        load_matrix("a")
 
 
 @pytest.mark.parametrize(

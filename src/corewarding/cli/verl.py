@@ -123,7 +123,7 @@ def add_config_actions(config: argparse._SubParsersAction) -> None:
     show_p.add_argument("--verl", action="store_true", help="print verl's config for the overrides")
     show_p.set_defaults(func=show)
     snap = config.add_parser("snapshot", help="write every cell's resolved verl config to configs/snapshots/verl/")
-    snap.add_argument("--matrix", default="paper")
+    snap.add_argument("--matrix", default="paper_v3", help="default: paper_v3 (the 72 released checkpoints)")
     snap.add_argument("--out", default=None, help="default: configs/snapshots/verl")
     snap.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 when out of date")
     snap.set_defaults(func=snapshot)
