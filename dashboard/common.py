@@ -116,6 +116,7 @@ METHOD_COLOURS: dict[str, str] = {
     "entropy": "#CC79A7",
     "co_rewarding_1": "#009E73",
     "co_rewarding_2": "#0072B2",
+    "co_rewarding_3": "#D55E00",
     "base": "#999999",
 }
 OTHER_COLOUR = "#999999"

@@ -20,6 +20,7 @@ COLLAPSE_METRICS = read.COLLAPSE_METRICS
 paper_tables = read.paper_tables
 paper_comparison = read.paper_comparison
 collapse_inputs = read.collapse_inputs
+runs_without_paper_value = read.runs_without_paper_value
 TABLES = ("runs", "training_metrics", "eval_metrics", "eval_samples", "quality_reports", "paper_results")
 
 

@@ -44,10 +44,14 @@ def hub_columns(grid: pd.DataFrame) -> pd.DataFrame:
     return grid
 
 
+MATRICES = ("paper_v3", "paper")  # the paper's v3 (72 released checkpoints, with Co-rewarding-III) and v2 (66)
+STORE = "runs in the store"
+
+
 @st.cache_data(show_spinner=False)
-def paper_cells() -> pd.DataFrame:
-    """The paper matrix's cells with their Hub repo ids (from corewarding.matrix, the only place names are made)."""
-    cells = load_matrix("paper").cells
+def matrix_cells(name: str) -> pd.DataFrame:
+    """A matrix's cells with their Hub repo ids (from corewarding.matrix, the only place names are made)."""
+    cells = load_matrix(name).cells
     return pd.DataFrame([{**c.to_dict(), "cell_id": c.cell_id, "hub_repo_id": hub_repo_id(c)} for c in cells])
 
 
@@ -123,11 +127,16 @@ def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
 require_store()
 st.title("Matrix")
 runs = query("latest_runs")
-in_paper = runs["cell_id"].isin(paper_cells()["cell_id"]).any() if len(runs) else False
+in_paper = runs["cell_id"].isin(matrix_cells(MATRICES[0])["cell_id"]).any() if len(runs) else False
+choices = [f"{name} matrix" for name in MATRICES] + [STORE]
 source = st.radio(
-    "Cells", ["paper matrix", "runs in the store"], index=0 if in_paper or runs.empty else 1, horizontal=True
+    "Cells",
+    choices,
+    index=0 if in_paper or runs.empty else len(choices) - 1,
+    horizontal=True,
+    help="paper_v3: the 72 released checkpoints (v2's 66 and Co-rewarding-III's 6); paper: v2's 66",
 )
-cells = paper_cells() if source == "paper matrix" else store_cells(runs)
+cells = store_cells(runs) if source == STORE else matrix_cells(source.removesuffix(" matrix"))
 stored = runs[["cell_id", "run_id", "status", "last_step", "total_steps", "published_step", "published_commit"]]
 grid = hub_columns(cells.merge(stored, on="cell_id", how="left"))
 grid["status"] = grid["status"].fillna("not run")

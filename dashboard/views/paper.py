@@ -80,3 +80,12 @@ if len(measured):
 else:
     st.info("No evaluation of this table's cells is in the store yet (ingest runs with eval/metrics.parquet).")
 table(frame, f"paper-vs-reproduction-{paper_table.replace(' ', '-').lower()}")
+
+unpaired: pd.DataFrame = query("runs_without_paper_value")
+if len(unpaired):
+    st.subheader(f"Runs without a paper value ({len(unpaired)})")
+    st.caption(
+        "The paper's tables print no number for these cells (Co-rewarding-III's, from the paper's v3, or cells "
+        "added here): each cell's newest run is listed with its evaluated steps, not compared and never flagged."
+    )
+    table(unpaired, "runs-without-paper-value")

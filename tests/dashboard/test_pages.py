@@ -12,6 +12,9 @@ import pytest
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
+from corewarding.matrix import load_matrix
+from corewarding.results import synthetic
+from corewarding.results.ingest import ingest
 from dashboard.common import METHOD_COLOURS
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -36,8 +39,9 @@ def test_matrix_page(app: AppTest) -> None:
     assert app.title[0].value == "Matrix"
     assert "12 run(s) in this store are synthetic" in app.warning[0].value
     grid = app.dataframe[0].value
-    assert len(grid) == 66 and grid["status"].value_counts().to_dict() == {
-        "not run": 54,
+    assert app.radio[0].value == "paper_v3 matrix"  # the 72 released checkpoints
+    assert len(grid) == 72 and grid["status"].value_counts().to_dict() == {
+        "not run": 60,
         "finished": 10,
         "running": 1,
         "failed": 1,
@@ -52,7 +56,7 @@ def test_matrix_page(app: AppTest) -> None:
     spec, data = chart(app)
     axis = spec["layer"][0]["encoding"]["x"]["axis"]
     assert (axis["labelOverlap"], axis["labelLimit"]) == (False, 0)  # no header culled or cut
-    assert spec["layer"][0]["encoding"]["x"]["sort"] == list(METHOD_COLOURS)[:6]
+    assert spec["layer"][0]["encoding"]["x"]["sort"] == list(METHOD_COLOURS)[:7]  # Co-rewarding-III last
     colours = data.groupby("status")["text_colour"].unique().map(list).to_dict()
     assert colours == {"finished": ["white"], "running": ["white"], "failed": ["white"], "not run": ["black"]}
     assert spec["layer"][1]["encoding"]["color"] == {
@@ -67,9 +71,34 @@ def test_matrix_page(app: AppTest) -> None:
     _, data = chart(app)  # dark (low) viridis values get white text, light (high) ones black
     low, high = data.loc[data["value"].idxmin()], data.loc[data["value"].idxmax()]
     assert (low["text_colour"], high["text_colour"]) == ("white", "black")
+    app.radio[0].set_value("paper matrix").run()
+    assert len(app.dataframe[0].value) == 66  # the v2 paper's
     app.radio[0].set_value("runs in the store").run()
     assert len(app.dataframe[0].value) == 12
     assert not app.exception
+
+
+def test_co_rewarding_3_cells_on_the_matrix_and_paper_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store with two v2 cells and two Co-rewarding-III cells: III sits in the paper_v3 grid with its own
+    colour, and the paper page lists it as having no paper value instead of comparing it."""
+    cells = load_matrix("paper_v3").cells
+    cr3 = [c for c in cells if c.method == "co_rewarding_3"][:2]
+    runs, data = synthetic.write_result_set(tmp_path, [*cells[:2], *cr3], synthetic.SyntheticSpec())
+    ingest(tmp_path / "results.duckdb", [runs], data_dirs=[data])
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(tmp_path / "results.duckdb"))
+    app = render(AppTest.from_file(APP, default_timeout=60))
+    grid = app.dataframe[0].value
+    assert len(grid) == 72 and set(grid.loc[grid["cell_id"].str.startswith("co_rewarding_3"), "status"]) == {
+        "finished",
+        "not run",
+    }
+    render(app, "views/curves.py")
+    render(app, "views/paper.py")
+    unpaired = app.dataframe[1].value
+    assert app.subheader[0].value == "Runs without a paper value (2)"
+    assert unpaired["cell_id"].tolist() == sorted(c.cell_id for c in cr3)
+    assert set(unpaired["paper"]) == {"no paper value"} and (unpaired["evaluated_steps"] > 0).all()
+    assert "co_rewarding_3" not in set(app.dataframe[0].value["method"])  # never compared with a paper number
 
 
 def test_paper_page(app: AppTest) -> None:

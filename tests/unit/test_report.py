@@ -1,4 +1,5 @@
-"""`corewarding report`: the reproduction report over a synthetic 66-cell store, and its errors."""
+"""`corewarding report`: the reproduction report over a synthetic 72-cell store (the paper's v3 matrix), and its
+errors."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ BENCHMARKS = ("MATH500", "GSM8K", "AMC", "LCB", "CRUX", "IFEval", "MMLU-Pro")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 66 paper cells, synthetic (the 2nd running, the 3rd failed), ingested; ~15 s on 2 cores."""
+    """The 72 cells of paper_v3, synthetic (the 2nd running, the 3rd failed), ingested; ~15 s on 2 cores."""
     root = tmp_path_factory.mktemp("report")
     spec = synthetic.SyntheticSpec(samples_per_benchmark=8)
-    runs, data = synthetic.write_result_set(root, load_matrix("paper").cells, spec)
+    runs, data = synthetic.write_result_set(root, load_matrix("paper_v3").cells, spec)
     db = root / "results.duckdb"
     ingest(db, [runs], data_dirs=[data])
     return db
@@ -36,7 +37,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def report(store: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("out") / "sub" / "report.html"
-    assert main(["report", "--matrix", "paper", "--db", str(store), "--out", str(out)]) == 0
+    assert main(["report", "--matrix", "paper_v3", "--db", str(store), "--out", str(out)]) == 0
     return out.read_text(encoding="utf-8")
 
 
@@ -69,7 +70,17 @@ def test_every_benchmark_has_a_table_and_a_chart(report: str) -> None:
     for bench in BENCHMARKS:
         assert f"<h3>{bench}</h3>" in report
         assert re.search(rf'<img alt="{bench}: measured vs paper" src="data:', report)
-    assert "paper (66 cells)" in report and "66 run(s) are synthetic" in report
+    assert "paper_v3 (72 cells)" in report and "72 run(s) are synthetic" in report
+
+
+def test_co_rewarding_3_cells_are_listed_without_a_paper_value_never_as_failures(report: str) -> None:
+    section = report.split('<h2 id="no-paper-value">Cells without a paper value (6)</h2>', 1)[1].split("<h2", 1)[0]
+    rows = re.findall(
+        r"<tr class=\"\"><td>(co_rewarding_3__[^<]+)</td><td>finished</td>.*?<td>no paper value</td>", section
+    )
+    assert len(rows) == 6 and "co_rewarding_3__qwen3-8b-base__dapo14k" in rows
+    flagged = report.split('id="flagged"', 1)[1].split("<h2", 1)[0] if 'id="flagged"' in report else ""
+    assert "co_rewarding_3" not in flagged and "<td>co_rewarding_3</td>" not in report.split("By benchmark")[1]
 
 
 def test_a_cell_outside_its_interval_is_flagged(store: Path, report: str) -> None:

@@ -64,6 +64,12 @@ METHOD_TEXT = {
         "policy, samples answers to the same question; the policy's rollouts are rewarded for matching the teacher's "
         "majority answer. The teacher lags the policy, which makes it hard for the policy to reward its own drift."
     ),
+    "co_rewarding_3": (
+        "Co-rewarding-III (label-free; the paper's third method, combining I and II). The policy and a slow "
+        "exponential-moving-average teacher both answer each question and its rephrased copy. The policy's rollouts "
+        "on one copy are rewarded for matching the teacher's majority answer on the other copy, so a label needs "
+        "both a lagging model and a second phrasing to agree with it."
+    ),
     "co_rewarding_2_frozen_teacher": (
         "Co-rewarding-II with the teacher frozen at the base model (label-free; the paper's ablation without "
         "reference updates): labels are the majority answer of the unchanged base model's samples."

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -23,7 +23,13 @@ import pandas as pd
 from corewarding.matrix import Cell, load_matrix
 from corewarding.results import plots
 from corewarding.results.collapse import CollapseRules, collapse_events
-from corewarding.results.read import collapse_inputs, paper_comparison, paper_tables
+from corewarding.results.read import (
+    NO_PAPER_VALUE,
+    collapse_inputs,
+    paper_comparison,
+    paper_tables,
+    runs_without_paper_value,
+)
 from corewarding.results.store import reader
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,7 @@ class ReportData:
     runs: pd.DataFrame  # the store's runs of the matrix's cells
     events: pd.DataFrame  # collapse events of those runs (run_id, rule, step, detail)
     curves: pd.DataFrame  # the metrics collapse detection read (run_id, step, metric, value, cap)
+    unpaired: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells of the matrix the paper gives no value
 
 
 def _verdict(frame: pd.DataFrame) -> pd.Series:
@@ -107,8 +114,33 @@ def collect(
     curves = collapse_inputs(con, runs["run_id"].tolist()) if len(runs) else pd.DataFrame()
     events = collapse_events(curves, rules) if len(curves) else pd.DataFrame(columns=["run_id", "rule"])
     comparison = comparison_for(con, cells, checker, policy)
+    unpaired = cells_without_paper_value(con, cells)
     log.info("report: %d paper cells, %d runs, %d collapse events", len(comparison), len(runs), len(events))
-    return ReportData(matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves)
+    return ReportData(
+        matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves, unpaired
+    )
+
+
+def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
+    """The matrix's cells the paper's tables print no value for (Co-rewarding-III's), with their newest run if any:
+    listed as ``no paper value``, never compared or counted as outside an interval."""
+    printed = {
+        tuple(r) for r in con.execute("SELECT DISTINCT method, base_model, dataset FROM paper_results").fetchall()
+    }
+    ids = [c.cell_id for c in cells if (c.method, c.base_model, c.dataset) not in printed]
+    runs = runs_without_paper_value(con, ids).set_index("cell_id")
+    rows = []
+    for cell_id in ids:
+        run = runs.loc[cell_id] if cell_id in runs.index else None
+        rows.append({
+            "cell_id": cell_id,
+            "status": "not run" if run is None else run["status"],
+            "last_step": None if run is None or pd.isna(run["last_step"]) else int(run["last_step"]),
+            "evaluated_steps": 0 if run is None else int(run["evaluated_steps"]),
+            "paper": NO_PAPER_VALUE,
+            "run_id": None if run is None else run["run_id"],
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["cell_id", "status", "last_step", "evaluated_steps", "paper", "run_id"])
 
 
 def _num(value: object, digits: int = 2) -> str:
@@ -183,6 +215,23 @@ def _benchmark_sections(comparison: pd.DataFrame) -> str:
     return "<h2>By benchmark</h2>" + ("".join(parts) or "<p>No paper cell belongs to this matrix.</p>")
 
 
+def _unpaired_section(unpaired: pd.DataFrame) -> str:
+    """The matrix's cells without a paper value (e.g. Co-rewarding-III's): listed, not compared."""
+    if not len(unpaired):
+        return ""
+    rows = [
+        ([escape(str(r.cell_id)), escape(str(r.status)), _num(r.last_step), _num(r.evaluated_steps),
+          escape(str(r.paper)), _num(r.run_id)], "")
+        for r in unpaired.itertuples()
+    ]  # fmt: skip
+    return (
+        f'<h2 id="no-paper-value">Cells without a paper value ({len(unpaired)})</h2>'
+        "<p>The paper's tables print no number for these cells (Co-rewarding-III's, from the paper's v3, or cells "
+        "added here): their runs are listed, not compared, and never counted as outside an interval.</p>"
+        + _table(["cell", "status", "last step", "evaluated steps", "paper", "run"], rows)
+    )
+
+
 def _collapse_charts(data: ReportData) -> list[str]:
     """One chart per method: validation accuracy of its runs that collapsed, event steps marked."""
     hit = data.runs[data.runs["run_id"].isin(data.events["run_id"])]
@@ -243,6 +292,7 @@ def _header(data: ReportData) -> str:
         "checker / checkpoint": f"{data.checker} / {data.policy}",
         "runs of the matrix in the store": f"{len(data.runs)} ({data.runs['cell_id'].nunique()} cells)",
         "paper cells": f"{len(comparison)}, {measured} measured, {outside} outside their interval",
+        "cells without a paper value": str(len(data.unpaired)),
         "collapse events": f"{len(data.events)} in {data.events['run_id'].nunique()} run(s)",
     }
     facts_html = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts.items())
@@ -261,6 +311,7 @@ def _header(data: ReportData) -> str:
 def render(data: ReportData) -> str:
     """The report as one HTML document (inline style, images as data: URIs, no scripts)."""
     body = _header(data) + _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
+    body += _unpaired_section(data.unpaired)
     body += _collapse_section(data)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

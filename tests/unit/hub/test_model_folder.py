@@ -104,6 +104,17 @@ def test_card_metadata_of_a_paper_cell(run_copy: Path, tmp_path: Path) -> None:
     assert card.data.datasets == ["DigitalLearningGmbH/MATH-lighteval"]
     assert "Ground-truth GRPO" in card.text
 
+    # Co-rewarding-III trains on both copies of a question, with its teacher: its own paragraph, both datasets
+    config["method"].update(name="co_rewarding_3", hub_name="Co-rewarding-III", reward="co_rewarding_3",
+                            views=["original", "rephrased"])  # fmt: skip
+    cr3 = gt.rename(gt.with_name("co_rewarding_3__qwen3-8b-base__math"))
+    (cr3 / "config.yaml").write_text(yaml.safe_dump(config))
+    repo_id = hub_repo_id(parse_cell_id(cr3.name))
+    assert repo_id == "TMLR-Group-HF/Co-rewarding-III-Qwen3-8B-Base-MATH"
+    card = ModelCard.load(build_model_folder(cr3, tmp_path / "cr3", repo_id=repo_id).path / "README.md")
+    assert card.data.datasets == ["DigitalLearningGmbH/MATH-lighteval", "TMLR-Group-HF/Co-rewarding-RephrasedMATH"]
+    assert "Co-rewarding-III (label-free" in card.text and "teacher's majority answer on the other copy" in card.text
+
 
 def test_a_step_without_evaluation_and_rows_of_other_weights(run_copy: Path, tmp_path: Path, set_eval) -> None:
     other_weights = "sha256:0000000000000000"
