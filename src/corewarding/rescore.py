@@ -54,6 +54,7 @@ def read_rollouts(path: Path, allowed_views: tuple[str, ...]) -> tuple[list[Roll
 
 
 _FIELDS = tuple(map(itemgetter, REQUIRED_FIELDS))
+_UID_VIEW = itemgetter(0, 1)  # a Rollout's (uid, view)
 
 
 def _checked_columns(rows: list[dict[str, Any]], allowed_views: tuple[str, ...]) -> list[Rollout] | None:
@@ -123,11 +124,13 @@ def check_ground_truths(path: Path, rollouts: list[Rollout]) -> None:
 def check_complete_views(path: Path, rollouts: list[Rollout], views: tuple[str, ...]) -> None:
     """Every uid has rollouts of every one of ``views``: a uid lacking one is an InputError naming it, the views it
     lacks and its first line (Co-rewarding-III reads four views of each question)."""
-    uids = list(dict.fromkeys(r.uid for r in rollouts))
+    pairs = set(map(_UID_VIEW, rollouts))  # every (uid, view) present, in one C-level pass
+    if len(pairs) == len({uid for uid, _ in pairs}) * len(views):  # views were checked on reading: all present
+        return
     present: dict[str, set[str]] = {view: set() for view in views}
-    for uid, view, _, _ in rollouts:
+    for uid, view in pairs:
         present[view].add(uid)
-    for uid in uids:
+    for uid in dict.fromkeys(r.uid for r in rollouts):
         lacking = [view for view in views if uid not in present[view]]
         if lacking:
             line = next(n for n, row in iter_json_lines(path, finite=True) if str(row["uid"]) == uid)
