@@ -7,7 +7,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export WANDB_MODE := disabled
 
-.PHONY: install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench
+.PHONY: install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -66,6 +66,9 @@ eval-bench: $(STAMP)   # math-verify and strict scoring speed (needs ../shared/d
 
 cli-bench: $(STAMP)   # small commands: rewards score (16 rows, 100k vs a reference baseline), a bad override
 	$(BIN)/python benchmarks/cli_perf.py
+
+step-bench: $(STAMP)   # seconds per tiny CPU training step of Co-rewarding-I, II and III, in the same run
+	$(BIN)/python benchmarks/step_perf.py
 
 clean:
 	rm -rf runs artifacts data results .pytest_cache
