@@ -10,6 +10,7 @@ import httpx
 import pytest
 import yaml
 
+from corewarding import CHECKOUT
 from corewarding.config import ConfigError, compose_config
 from corewarding.data.rephrase.importer import release_paths
 from corewarding.matrix import load_matrix
@@ -187,6 +188,14 @@ def test_a_malformed_matrix_file_is_an_error_naming_the_file_and_key(tmp_path: P
             with pytest.raises(ValueError, match=message) as caught:
                 load_matrix("bad")
         assert "bad.yaml" in str(caught.value)
+
+
+def test_params_yaml_lists_every_demo_cell_so_the_demo_leaves_it_unchanged() -> None:
+    """`make demo` adds the cells it runs to params.yaml: the committed file holds each demo cell's entry as the
+    pipeline writes it, so a fresh clone's demo changes no tracked file (cells a user adds later are left alone)."""
+    entries = yaml.safe_load((CHECKOUT / "params.yaml").read_text())["cells"]
+    for plan in plan_cells(Selection(matrix="demo")):
+        assert entries.get(plan.cell_id) == dvc_entry(plan), f"params.yaml: {plan.cell_id} (pipeline cells --write)"
 
 
 def test_a_malformed_params_file_is_an_error_naming_it(tmp_path: Path) -> None:

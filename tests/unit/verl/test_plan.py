@@ -130,13 +130,14 @@ def test_kept_checkpoints_and_the_limits() -> None:
 
 def test_every_paper_cell_fits_4_x_80_gb() -> None:
     """7B/8B cells with vLLM at 0.8 of the device did not (12 bytes per parameter of resident actor state + 64 GB of
-    vLLM > 80 GB); their base model configs lower vLLM's fraction to 0.6, and 4B's to 0.7 (77 GB at 0.8)."""
-    matrix = load_matrix("paper")
+    vLLM > 80 GB); their base model configs lower vLLM's fraction to 0.6, and 4B's to 0.7 (77 GB at 0.8). The v3
+    paper's Co-rewarding-III cells (an fp32 teacher, as II's) are checked too."""
+    matrix = load_matrix("paper_v3")
     plans = [
         plan_cell(compose_config([*matrix.overrides, *matrix.train_overrides, *cell.overrides()]))
         for cell in matrix.cells
     ]
-    assert len(plans) == 66
+    assert len(plans) == 72
     for plan in plans:
         assert plan.host_gb < 64 and plan.disk_gb is not None and plan.disk_gb < 250, plan.as_dict()
     assert [p.cell_id for p in plans if not p.fits] == []
