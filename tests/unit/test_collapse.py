@@ -31,6 +31,20 @@ def test_reward_near_one_while_label_accuracy_falls() -> None:
     assert events[["rule", "step"]].values.tolist() == [["reward_without_labels", 4]]  # 0.44 < 0.55 - 0.1
 
 
+def test_an_unbounded_reward_has_its_own_rule_not_the_near_one_rule() -> None:
+    """Self-Certainty's reward is in nats (about 13.5): "near 1" would always hold. Its rule: the reward rose more than
+    10% above its value at the label accuracy's peak while that accuracy fell."""
+    healthy = long("sc", reward_mean=[13.4, 13.5, 13.45, 13.5, 13.48], label_accuracy=[0.6, 0.65, 0.5, 0.55, 0.5])
+    assert detect_collapse(healthy, {}, RULES).empty  # labels wobble, the reward stays flat: no event
+    sure = long("sc", reward_mean=[13.4, 13.5, 14.0, 14.9, 15.2], label_accuracy=[0.6, 0.65, 0.6, 0.5, 0.4])
+    events = detect_collapse(sure, {}, RULES)
+    # at step 4: 14.9 >= 13.5 * 1.1 (the reward at the peak, step 2) and 0.5 < 0.65 - 0.1
+    assert events[["rule", "step"]].values.tolist() == [["reward_rise_without_labels", 4]]
+    entropy = long("ent", reward_mean=[-0.4, -0.3, -0.2, -0.05], label_accuracy=[0.5, 0.6, 0.55, 0.45])
+    events = detect_collapse(entropy, {}, RULES)  # negative entropy rising to 0: -0.05 >= -0.3 + 0.03
+    assert events[["rule", "step"]].values.tolist() == [["reward_rise_without_labels", 4]]
+
+
 def test_length_pinned_at_the_cap_for_min_steps() -> None:
     cap = 100.0
     m = long("ent", response_length_mean=[50, 95, 96, 40, 92, 93, 99, 99])  # >= 90 for 3 steps from step 5

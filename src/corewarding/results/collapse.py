@@ -1,9 +1,13 @@
 """Training-collapse detection on per-step metrics (methods.md section 10).
 
-Three signatures, each reported once per run at the first step it holds:
+Four signatures, each reported once per run at the first step it holds:
 - ``val_drop``: validation accuracy falls more than ``margin`` below its running peak;
-- ``reward_without_labels``: the (smoothed) reward is near 1 while the (smoothed) pseudo-label accuracy has fallen more
-  than ``margin`` below its running peak (the reward is being earned by agreeing on wrong answers);
+- ``reward_without_labels``: a reward in [0, 1] (the voting methods' and GT's) is, smoothed, near 1 while the
+  (smoothed) pseudo-label accuracy has fallen more than ``margin`` below its running peak (the reward is being earned
+  by agreeing on wrong answers);
+- ``reward_rise_without_labels``: the same for an unbounded reward (Self-Certainty's nats, Entropy's negative entropy),
+  whose "near 1" means nothing: the smoothed reward has risen more than ``reward_rise`` (relative) above its value at
+  the label accuracy's peak while that accuracy fell more than ``margin`` (the model grows sure of wrong answers);
 - ``length_at_cap``: the (smoothed) mean response length stays within ``cap_fraction`` of the length cap for
   ``min_steps`` consecutive steps (repetition until truncation).
 """
@@ -24,7 +28,8 @@ class CollapseRules:
     """Thresholds of the three signatures."""
 
     margin: float = 0.10  # an absolute fall from the running peak (accuracies are fractions)
-    reward_high: float = 0.95
+    reward_high: float = 0.95  # rewards in [0, 1]
+    reward_rise: float = 0.10  # unbounded rewards: a rise relative to the reward at the label accuracy's peak
     cap_fraction: float = 0.95
     min_steps: int = 3
     window: int = 5  # rolling mean over training steps for reward, label accuracy and length
@@ -54,18 +59,26 @@ def _val_drop(val: Series, rules: CollapseRules) -> Hit:
     return int(steps[i]), f"val_accuracy {values[i]:.3f} vs peak {peak[i]:.3f} at step {peak_step}"
 
 
-def _reward_without_labels(reward: Series, label: Series, rules: CollapseRules) -> Hit:
+def _reward_without_labels(reward: Series, label: Series, rules: CollapseRules) -> tuple[str, Hit]:
+    """``reward_without_labels`` for a reward in [0, 1], else ``reward_rise_without_labels``, and its hit."""
+    bounded = not reward[1].size or (reward[1].min() >= 0.0 and reward[1].max() <= 1.0)
+    rule = "reward_without_labels" if bounded else "reward_rise_without_labels"
     steps, ri, li = np.intersect1d(reward[0], label[0], return_indices=True)
     if not steps.size:
-        return None
+        return rule, None
     r = _rolling_mean(reward[1][ri], rules.window)
     lab = _rolling_mean(label[1][li], rules.window)
     peak = np.maximum.accumulate(lab)
-    fallen = np.flatnonzero((r >= rules.reward_high) & (lab < peak - rules.margin))
+    if bounded:
+        high = r >= rules.reward_high
+    else:  # the reward at the step the label accuracy last reached its running peak
+        at_peak = r[np.maximum.accumulate(np.where(lab >= peak, np.arange(len(lab)), 0))]
+        high = r >= at_peak + rules.reward_rise * np.maximum(np.abs(at_peak), 1e-9)
+    fallen = np.flatnonzero(high & (lab < peak - rules.margin))
     if not fallen.size:
-        return None
+        return rule, None
     i = int(fallen[0])
-    return int(steps[i]), f"reward {r[i]:.3f}, label accuracy {lab[i]:.3f} vs peak {peak[i]:.3f}"
+    return rule, (int(steps[i]), f"reward {r[i]:.3f}, label accuracy {lab[i]:.3f} vs peak {peak[i]:.3f}")
 
 
 def _length_at_cap(length: Series, cap: float | None, rules: CollapseRules) -> Hit:
@@ -108,11 +121,12 @@ def detect_collapse(
     for run_id, series in sorted(_by_run(metrics).items()):
         reward = series.get("reward_mean", _EMPTY)
         trained = reward[0] > 0  # step 0 holds validation only
+        reward_rule, reward_hit = _reward_without_labels(
+            (reward[0][trained], reward[1][trained]), series.get("label_accuracy", _EMPTY), rules
+        )
         found = {
             "val_drop": _val_drop(series.get("val_accuracy", _EMPTY), rules),
-            "reward_without_labels": _reward_without_labels(
-                (reward[0][trained], reward[1][trained]), series.get("label_accuracy", _EMPTY), rules
-            ),
+            reward_rule: reward_hit,
             "length_at_cap": _length_at_cap(series.get("response_length_mean", _EMPTY), caps.get(run_id), rules),
         }
         events += [(run_id, rule, hit[0], hit[1]) for rule, hit in found.items() if hit is not None]
