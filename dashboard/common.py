@@ -107,10 +107,11 @@ def table(frame: pd.DataFrame, name: str, **kwargs: Any) -> Any:
     return shown
 
 
-# One colour per method on every page (Okabe-Ito: tells apart under colour blindness); an ablation takes its
-# method's colour, anything else grey.
+# One colour per method on every page (Okabe-Ito, which tells them apart under colour blindness, with olive for GT
+# where Okabe-Ito has black, invisible on the dark theme): each has at least 2:1 contrast on both themes' backgrounds.
+# An ablation takes its method's colour, anything else grey.
 METHOD_COLOURS: dict[str, str] = {
-    "gt_grpo": "#000000",
+    "gt_grpo": "#999933",
     "majority_voting": "#E69F00",
     "self_certainty": "#56B4E9",
     "entropy": "#CC79A7",

@@ -96,3 +96,20 @@ def test_ema_labels_and_onset_marks() -> None:
     assert marks[["metric", "step", "smoothed", "rule"]].values.tolist() == [["m", 2, 0.5, "val_drop"]]
     assert method_colour("majority_voting_rephrased") == METHOD_COLOURS["majority_voting"]
     assert method_colour("co_rewarding_2_frozen_teacher") == METHOD_COLOURS["co_rewarding_2"]
+
+
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of ``#rrggbb``."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+@pytest.mark.parametrize("background", ["#FFFFFF", "#0E1117"], ids=["light theme", "dark theme"])
+def test_every_method_colour_stands_out_on_both_themes(background: str) -> None:
+    """No curve disappears into the page: each method's colour has at least 2:1 contrast with Streamlit's light and
+    dark backgrounds (GT's black had 1.1:1 on the dark one), and the seven are distinct."""
+    for method, colour in METHOD_COLOURS.items():
+        high, low = sorted([_luminance(colour), _luminance(background)], reverse=True)
+        assert (high + 0.05) / (low + 0.05) >= 2.0, (method, colour, background)
+    assert len(set(METHOD_COLOURS.values()) - {METHOD_COLOURS["base"]}) == len(METHOD_COLOURS) - 1
