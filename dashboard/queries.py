@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.results import read, store
+from corewarding.results import read, report, store
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -21,6 +21,19 @@ paper_tables = read.paper_tables
 paper_comparison = read.paper_comparison
 collapse_inputs = read.collapse_inputs
 runs_without_paper_value = read.runs_without_paper_value
+report_matrix = report.stored_matrix
+
+
+def runs_in_paper_table(con: Con, table: str) -> int:
+    """How many stored runs are cells (method, base model, data set) of the paper table ``table``."""
+    row = con.execute(
+        """SELECT count(*) FROM runs r WHERE EXISTS (SELECT 1 FROM paper_results p WHERE p.table_name = ?
+        AND p.method = r.method AND p.base_model = r.base_model AND p.dataset = r.dataset)""",
+        [table],
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 TABLES = ("runs", "training_metrics", "eval_metrics", "eval_samples", "quality_reports", "paper_results")
 
 

@@ -32,19 +32,22 @@ policy = right.radio(
     horizontal=True,
     help="latest: the last evaluated step; best: the step with the highest value (optimistic)",
 )
+report_matrix: str = query("report_matrix")
 st.download_button(
     "Download the reproduction report (HTML)",
-    lambda: build_report(db_path(), "paper", checker, policy),  # built on click, like `corewarding report`
-    file_name="report-paper.html",
+    lambda: build_report(db_path(), report_matrix, checker, policy),  # built on click, like `corewarding report`
+    file_name=f"report-{report_matrix}.html",
     mime="text/html",
     on_click="ignore",
     key="report-html",
-    help="Every paper cell of the paper matrix beside its measured value and interval, the cells outside their "
-    "interval and the collapse events, in one self-contained file (this checker and checkpoint)",
+    help=f"Every cell of the matrix the stored runs belong to ({report_matrix}) beside its paper value, measured value "
+    "and interval, the cells outside their interval and the collapse events, in one self-contained file (this "
+    "checker and checkpoint)",
 )
 frame: pd.DataFrame = query("paper_comparison", paper_table, checker, policy)
 frame.insert(0, "flag", frame.pop("suspect").map({True: "⚠ suspect", False: ""}))
 measured = frame.dropna(subset=["measured"])
+st.markdown(f"**{len(measured)} of {len(frame)} cells of {paper_table} measured**")
 a, b, c = st.columns(3)
 a.metric("Cells measured", f"{len(measured)} / {len(frame)}")
 b.metric("Mean |difference| (points)", f"{measured['difference'].abs().mean():.2f}" if len(measured) else "–")
@@ -77,8 +80,19 @@ if len(measured):
         )
     )
     st.altair_chart((diagonal + points).properties(height=380), width="stretch")
+elif query("runs_in_paper_table", paper_table):
+    st.info(
+        f"Runs of {paper_table}'s cells are in the store, but none has an evaluation under the {checker} checker "
+        "yet: run `corewarding evaluate` on them, then `corewarding results ingest`."
+    )
 else:
-    st.info("No evaluation of this table's cells is in the store yet (ingest runs with eval/metrics.parquet).")
+    st.info(
+        f"No run in the store is a cell of {paper_table}: the paper trained these models on these sets, and the "
+        "stored runs are other cells (the demo's tiny cells are none of the paper's), so nothing here is compared. "
+        "To see this page with paper-shaped numbers: `corewarding results synthetic --out /tmp/preview`, then "
+        "`corewarding results ingest --runs /tmp/preview/runs --data-dir /tmp/preview/data --db "
+        "/tmp/preview/results.duckdb` and `corewarding dashboard --db /tmp/preview/results.duckdb`."
+    )
 table(frame, f"paper-vs-reproduction-{paper_table.replace(' ', '-').lower()}")
 
 unpaired: pd.DataFrame = query("runs_without_paper_value")

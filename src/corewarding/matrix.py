@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -88,10 +89,28 @@ class Matrix:
         )
 
 
+def matrix_names() -> list[str]:
+    """Every matrix file's name (``configs/matrix/*.yaml``), sorted."""
+    return sorted(p.stem for p in (config_dir() / "matrix").glob("*.yaml"))
+
+
+def matrix_of(cell_ids: Sequence[str]) -> str | None:
+    """The matrix the cells belong to: the one holding most of them, of those the smallest (its cells least often
+    not run); None when no matrix holds any."""
+    wanted = set(cell_ids)
+    best: tuple[int, int, str] | None = None
+    for name in matrix_names():
+        ids = {c.cell_id for c in load_matrix(name).cells}
+        key = (-len(wanted & ids), len(ids), name)
+        if key[0] < 0 and (best is None or key < best):
+            best = key
+    return best[2] if best else None
+
+
 def _matrix_path(name: str) -> Path:
     path = config_dir() / "matrix" / f"{name}.yaml"
     if not path.is_file():
-        known = sorted(p.stem for p in (config_dir() / "matrix").glob("*.yaml"))
+        known = matrix_names()
         raise KeyError(f"unknown matrix {name!r}; known: {', '.join(known)}")
     return path
 

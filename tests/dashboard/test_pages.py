@@ -178,3 +178,17 @@ def test_rendering_every_page_leaves_the_store_unchanged(app: AppTest, synthetic
     assert (hashlib.sha256(synthetic_store.read_bytes()).hexdigest(), synthetic_store.stat().st_mtime_ns) == before
     source = "\n".join(p.read_text() for p in Path(APP).parent.rglob("*.py"))
     assert "writer(" not in source and "duckdb.connect" not in source  # pages reach the store only through reader()
+
+
+def test_paper_page_after_the_demo_says_no_stored_run_is_a_paper_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs, data = synthetic.write_result_set(tmp_path, load_matrix("demo").cells, synthetic.SyntheticSpec(steps=8))
+    ingest(tmp_path / "results.duckdb", [runs], data_dirs=[data])
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(tmp_path / "results.duckdb"))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/paper.py")
+    assert app.markdown[0].value.startswith("**0 of ") and "measured**" in app.markdown[0].value
+    message = app.info[0].value
+    assert "No run in the store is a cell of" in message and "corewarding results synthetic" in message
+    assert "ingest runs with eval/metrics.parquet" not in message  # the old advice, wrong after the demo
+    assert app.subheader[0].value == "Runs without a paper value (7)"

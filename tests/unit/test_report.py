@@ -155,3 +155,20 @@ def test_default_out_path(
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["out"] == "results/report-demo.html" and (tmp_path / summary["out"]).is_file()
     assert list((tmp_path / "results").iterdir()) == [tmp_path / "results" / "report-demo.html"]  # no temp file left
+
+
+def test_after_the_demo_the_report_covers_the_demo_matrix_and_says_nothing_was_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store of the demo's tiny cells: the default matrix is the one its runs belong to, and the report says that
+    none of its cells is a paper cell instead of heading hundreds of unmeasured rows with "no cell differs"."""
+    runs, data = synthetic.write_result_set(tmp_path, load_matrix("demo").cells, synthetic.SyntheticSpec(steps=8))
+    ingest(tmp_path / "results.duckdb", [runs], data_dirs=[data])
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--db", str(tmp_path / "results.duckdb")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["matrix"] == "demo" and summary["out"] == "results/report-demo.html"
+    html = (tmp_path / summary["out"]).read_text(encoding="utf-8")
+    assert "<dt>measured</dt><dd>0 of 0 paper cells of the matrix</dd>" in html
+    assert "<strong>Nothing was compared</strong>" in html and "No measured cell differs" not in html
+    assert "Cells without a paper value (7)" in html and len(html) < 60_000  # one short list, not 539 rows

@@ -78,21 +78,22 @@ def _report(args: argparse.Namespace) -> int:
     """Write the reproduction report of a matrix as one HTML file (atomically: a reader never sees half of it)."""
     import duckdb  # duckdb: imported when used
 
-    from corewarding.results.report import ReportError, build_report  # duckdb: imported when used
+    from corewarding.results.report import ReportError, build_report, report_matrix  # duckdb: imported when used
     from corewarding.results.schema import SchemaError  # duckdb: imported when used
     from corewarding.results.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
 
     db = _db(args)
-    out = Path(args.out) if args.out else Path("results") / f"report-{args.matrix}.html"
     try:
-        text = build_report(db, args.matrix, args.checker, args.policy)
+        matrix = args.matrix or report_matrix(db)
+        out = Path(args.out) if args.out else Path("results") / f"report-{matrix}.html"
+        text = build_report(db, matrix, args.checker, args.policy)
     except (FileNotFoundError, ReportError, SchemaError, StoreBusyError, StoreDamagedError) as exc:
         return _fail(exc)
     except duckdb.Error as exc:  # e.g. a file that is not a DuckDB database
         return _fail(f"{db}: cannot be read as a results store: {exc}")
     with atomic_path(out) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    print(json.dumps({"db": str(db), "matrix": args.matrix, "out": str(out), "bytes": len(text.encode())}))
+    print(json.dumps({"db": str(db), "matrix": matrix, "out": str(out), "bytes": len(text.encode())}))
     return 0
 
 
@@ -166,7 +167,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     synthetic.set_defaults(func=_synthetic)
 
     report = sub.add_parser("report", help="write a self-contained HTML report of paper vs reproduced numbers")
-    report.add_argument("--matrix", default="paper", help="the matrix whose cells the report covers")
+    report.add_argument(
+        "--matrix", default=None, help="the matrix whose cells the report covers (default: the stored runs' matrix)"
+    )
     report.add_argument("--db", default=None, help=DB_HELP)
     report.add_argument("--out", default=None, help="the HTML file (default: results/report-<matrix>.html)")
     report.add_argument("--checker", default="math_verify", choices=["math_verify", "strict"])

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.matrix import Cell, load_matrix
+from corewarding.matrix import Cell, load_matrix, matrix_of
 from corewarding.results import plots
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import (
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 OUTSIDE, WITHIN, NO_CI, NOT_MEASURED = "outside CI", "within CI", "no CI", "not measured"
 MAX_LINES = 12  # runs drawn per collapse chart
+DEFAULT_MATRIX = "paper_v3"
 RULES = CollapseRules()  # the dashboard's defaults
 
 
@@ -179,7 +180,13 @@ CELL_HEADERS += ["verdict", "run"]
 
 
 def _flagged_section(comparison: pd.DataFrame) -> str:
-    flagged = comparison[comparison["verdict"] == OUTSIDE] if len(comparison) else comparison
+    measured = int(comparison["measured"].notna().sum()) if len(comparison) else 0
+    if not measured:  # nothing compared is no pass: say so instead of "no cell differs"
+        return (
+            "<h2>Cells outside their interval</h2><p><strong>Nothing was compared</strong>: no run in the store is "
+            f"an evaluated cell of this matrix that the paper prints ({len(comparison)} paper cells, 0 measured).</p>"
+        )
+    flagged = comparison[comparison["verdict"] == OUTSIDE]
     if not len(flagged):
         return (
             "<h2>Cells outside their interval</h2><p>No measured cell differs from the paper beyond its interval.</p>"
@@ -286,6 +293,7 @@ def _header(data: ReportData) -> str:
     outside = int((comparison["verdict"] == OUTSIDE).sum()) if len(comparison) else 0
     synthetic = int((data.runs["backend"] == "synthetic").sum())
     facts = {
+        "measured": f"{measured} of {len(comparison)} paper cells of the matrix",
         "matrix": f"{data.matrix} ({data.cells} cells)",
         "store": data.db,
         "generated": data.generated.strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -320,9 +328,23 @@ def render(data: ReportData) -> str:
     )
 
 
-def build_report(db: str | Path, matrix: str = "paper", checker: str = "math_verify", policy: str = "latest") -> str:
-    """Open the store read-only and return the report of ``matrix`` as an HTML string."""
+def stored_matrix(con: duckdb.DuckDBPyConnection) -> str:
+    """The matrix the store's runs belong to (``matrix.matrix_of``); ``paper_v3`` for a store of other cells."""
+    cell_ids = [r[0] for r in con.execute("SELECT DISTINCT cell_id FROM runs").fetchall()]
+    return matrix_of(cell_ids) or DEFAULT_MATRIX
 
-    cells = load_matrix(matrix).cells
+
+def build_report(
+    db: str | Path, matrix: str | None = None, checker: str = "math_verify", policy: str = "latest"
+) -> str:
+    """Open the store read-only and return the report of ``matrix`` (None: the matrix the store's runs belong to)
+    as an HTML string."""
     with reader(db, check=True) as con:  # every block read once: a damaged store stops here, not half-way
-        return render(collect(con, matrix, cells, str(db), checker, policy))
+        name = matrix or stored_matrix(con)
+        return render(collect(con, name, load_matrix(name).cells, str(db), checker, policy))
+
+
+def report_matrix(db: str | Path) -> str:
+    """The matrix ``build_report`` covers by default for the store ``db``."""
+    with reader(db) as con:
+        return stored_matrix(con)
