@@ -132,3 +132,14 @@ def method_colour(method: str) -> str:
 def method_scale(methods: list[str]) -> alt.Scale:
     """An Altair colour scale giving each method (or each label of a method) its fixed colour."""
     return alt.Scale(domain=list(methods), range=[method_colour(m) for m in methods])
+
+
+def run_choice(label: str, options: list[str], key: str, index: int = 0, column: Any = st) -> str:
+    """A run picked from ``options`` (run ids), kept in the URL under ``key``; the URL may also name a cell, which
+    stands for its newest run (so a link to a cell keeps working after it is trained again)."""
+    named = st.query_params.get(key)
+    if named and named not in options and key not in st.session_state:
+        newest = query("newest_run_of", named)
+        if newest in options:
+            st.session_state[key] = newest
+    return str(column.selectbox(label, options, index=index, key=key, bind="query-params"))

@@ -129,3 +129,63 @@ def curves_chart(
     layers = alt.layer(raw, line, hover, rule, diamond).properties(width=width, height=230)
     facet = alt.Facet("metric:N", sort=list(metrics), title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
+
+
+def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4) -> alt.FacetChart:
+    """Evaluation by checkpoint step: one facet per benchmark and metric, a line per run with its bootstrap interval
+    as a band; zoom and pan on x (drag, scroll)."""
+    data = evals.merge(labels, on="run_id").assign(facet=lambda d: d["benchmark"] + " " + d["metric"])
+    colour = _colour(labels)
+    zoom = alt.selection_interval(bind="scales", encodings=["x"])
+    base = alt.Chart().encode(x=alt.X("step:Q", title="checkpoint step"), color=colour)
+    band = base.mark_area(opacity=0.2).encode(y=alt.Y("ci_low:Q", title=None), y2="ci_high:Q", detail="label:N")
+    line = base.mark_line(point=True, strokeWidth=2).encode(
+        y=alt.Y("value:Q", title=None),
+        tooltip=["label:N", "step:Q", alt.Tooltip("value:Q", format=".4f"), "ci_low:Q", "ci_high:Q"],
+    )
+    width = max(140, FACET_WIDTH // max(1, columns) - 60)
+    layers = alt.layer(band, line).add_params(zoom).properties(width=width, height=200)
+    facet = alt.Facet("facet:N", title=None, header=alt.Header(labelFontSize=13))
+    return alt.FacetChart(data=data, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
+
+
+GROUPS = {"method": "method", "base model": "base_model", "dataset": "dataset"}
+
+
+def group_bands(curves: pd.DataFrame, runs: pd.DataFrame, by: str, y: str = "smoothed") -> pd.DataFrame:
+    """Per group (the runs' ``by`` column), metric and step: the mean of ``y`` over the group's runs and its band,
+    min to max (one value per run and step). Columns: group, metric, step, mean, low, high, runs."""
+    data = curves.merge(runs[["run_id", by]], on="run_id").rename(columns={by: "group"})
+    stats = data.groupby(["group", "metric", "step"], sort=True)[y].agg(["mean", "min", "max", "count"])
+    return stats.rename(columns={"min": "low", "max": "high", "count": "runs"}).reset_index()
+
+
+def grouped_chart(
+    bands: pd.DataFrame, curves: pd.DataFrame, runs: pd.DataFrame, by: str, metrics: Sequence[str], columns: int = 4
+) -> alt.FacetChart:
+    """One facet per metric: each group's mean line over its min-max band, the single runs faint behind; a legend of
+    the groups only (readable however many runs), zoom and pan on x."""
+    groups = list(dict.fromkeys(bands["group"]))
+    coloured = by == "method"
+    scale = alt.Scale(domain=groups, range=[method_colour(g) for g in groups]) if coloured else alt.Scale()
+    colour = alt.Color("group:N", title=by, scale=scale, legend=alt.Legend(orient="bottom", labelLimit=0))
+    faint = curves.merge(runs[["run_id", by]], on="run_id").rename(columns={by: "group"})
+    both = pd.concat([bands.assign(kind="band"), faint.assign(kind="run")], ignore_index=True)
+    zoom = alt.selection_interval(bind="scales", encodings=["x"])
+    base = alt.Chart().encode(x=alt.X("step:Q", title="step"), color=colour)
+    is_band, is_run = alt.datum.kind == "band", alt.datum.kind == "run"
+    single = (
+        base.transform_filter(is_run).mark_line(opacity=0.12, strokeWidth=1).encode(y="smoothed:Q", detail="run_id:N")
+    )
+    area = base.transform_filter(is_band).mark_area(opacity=0.25).encode(y=alt.Y("low:Q", title=None), y2="high:Q")
+    mean = (
+        base.transform_filter(is_band)
+        .mark_line(strokeWidth=2.5)
+        .encode(
+            y="mean:Q", tooltip=["group:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), "low:Q", "high:Q", "runs:Q"]
+        )
+    )
+    width = max(140, FACET_WIDTH // max(1, columns) - 60)
+    layers = alt.layer(single, area, mean).add_params(zoom).properties(width=width, height=230)
+    facet = alt.Facet("metric:N", sort=list(metrics), title=None, header=alt.Header(labelFontSize=13))
+    return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")

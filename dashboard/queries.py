@@ -5,6 +5,7 @@ Every value a user picks reaches SQL as a bound parameter (``?``); no SQL text i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -249,3 +250,43 @@ def quality_counts(con: Con, report_id: str) -> pd.DataFrame:
         ORDER BY column_name, count DESC""",
         [report_id],
     )
+
+
+def run_detail(con: Con, run_id: str) -> dict[str, object]:
+    """One run's row (its config parsed from JSON); empty for an unknown run."""
+    frame = _df(con, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+    if frame.empty:
+        return {}
+    row = frame.iloc[0].to_dict()
+    row["config"] = json.loads(row["config"]) if isinstance(row.get("config"), str) else {}
+    return row
+
+
+def newest_run_of(con: Con, cell_id: str) -> str | None:
+    """The most recently started run of a cell (None when the store has none)."""
+    row = con.execute(
+        "SELECT run_id FROM runs WHERE cell_id = ? ORDER BY started_at DESC NULLS LAST, run_id LIMIT 1", [cell_id]
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def eval_curves(con: Con, run_ids: Sequence[str], checker: str) -> pd.DataFrame:
+    """Evaluation by checkpoint: (run_id, step, benchmark, metric, value, ci_low, ci_high) of every saved step of the
+    runs under ``checker`` (the base model's row, step null, left out)."""
+    return _df(
+        con,
+        """SELECT run_id, step, benchmark, metric, value, ci_low, ci_high FROM eval_metrics
+        WHERE list_contains(?, run_id) AND checker = ? AND step IS NOT NULL ORDER BY run_id, benchmark, metric, step""",
+        [list(run_ids), checker],
+    )
+
+
+def eval_metric_names(con: Con, checker: str) -> list[str]:
+    """``benchmark metric`` names evaluated by checkpoint under ``checker`` (the curves page's evaluation source)."""
+    return [
+        f"{b} {m}"
+        for b, m in con.execute(
+            "SELECT DISTINCT benchmark, metric FROM eval_metrics WHERE checker = ? AND step IS NOT NULL ORDER BY ALL",
+            [checker],
+        ).fetchall()
+    ]

@@ -8,7 +8,16 @@ import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.common import METHOD_COLOURS, query, require_store, table
-from dashboard.curves_chart import X_FIELDS, curves_chart, run_labels, smooth
+from dashboard.curves_chart import (
+    GROUPS,
+    X_FIELDS,
+    curves_chart,
+    eval_chart,
+    group_bands,
+    grouped_chart,
+    run_labels,
+    smooth,
+)
 
 DEFAULT_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
 
@@ -16,11 +25,19 @@ DEFAULT_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_le
 def rules_from_sidebar() -> CollapseRules:
     st.sidebar.subheader("Collapse detection")
     return CollapseRules(
-        margin=st.sidebar.slider("Fall from peak (margin)", 0.01, 0.5, 0.10, 0.01),
-        reward_high=st.sidebar.slider("Reward counted as near 1", 0.5, 1.0, 0.95, 0.01),
-        cap_fraction=st.sidebar.slider("Length at cap: fraction of the cap", 0.5, 1.0, 0.95, 0.01),
-        min_steps=st.sidebar.number_input("Length at cap for at least (steps)", 1, 100, 3),
-        window=st.sidebar.number_input("Collapse detection window (steps)", 1, 50, 5),
+        margin=st.sidebar.slider("Fall from peak (margin)", 0.01, 0.5, 0.10, 0.01, key="margin", bind="query-params"),
+        reward_high=st.sidebar.slider(
+            "Reward counted as near 1", 0.5, 1.0, 0.95, 0.01, key="reward_high", bind="query-params"
+        ),
+        cap_fraction=st.sidebar.slider(
+            "Length at cap: fraction of the cap", 0.5, 1.0, 0.95, 0.01, key="cap", bind="query-params"
+        ),
+        min_steps=st.sidebar.number_input(
+            "Length at cap for at least (steps)", 1, 100, 3, key="min_steps", bind="query-params"
+        ),
+        window=st.sidebar.number_input(
+            "Collapse detection window (steps)", 1, 50, 5, key="window", bind="query-params"
+        ),
     )
 
 
@@ -34,17 +51,29 @@ def choose_runs(runs: pd.DataFrame) -> pd.DataFrame:
     present = set(runs["method"])
     methods = [m for m in METHOD_COLOURS if m in present] + sorted(present - set(METHOD_COLOURS))
     a, b, c = st.columns(3)
-    picked_methods = a.multiselect("Method", methods, default=methods, key="methods")
+    picked_methods = a.multiselect("Method", methods, default=methods, key="methods", bind="query-params")
     models = sorted(runs["base_model"].unique())
-    picked_models = b.multiselect("Base model", models, default=[first["base_model"]], key="base_models")
+    picked_models = b.multiselect(
+        "Base model", models, default=[first["base_model"]], key="base_models", bind="query-params"
+    )
     datasets = sorted(runs["dataset"].unique())
-    picked_sets = c.multiselect("Dataset", datasets, default=[first["dataset"]], key="datasets")
+    picked_sets = c.multiselect("Dataset", datasets, default=[first["dataset"]], key="datasets", bind="query-params")
     chosen = runs[
         runs["method"].isin(picked_methods) & runs["base_model"].isin(picked_models) & runs["dataset"].isin(picked_sets)
     ]
-    if st.toggle("Newest run of each cell only", value=True, key="newest"):
+    if st.toggle("Newest run of each cell only", value=True, key="newest", bind="query-params"):
         chosen = chosen.sort_values("started_at", ascending=False, na_position="last").drop_duplicates("cell_id")
     return chosen
+
+
+def evaluation_view(chosen: pd.DataFrame) -> None:
+    """The chosen runs' evaluation metrics against the checkpoint step, with their intervals."""
+    checker = st.radio("Checker", ["math_verify", "strict"], horizontal=True, key="checker", bind="query-params")
+    evals = query("eval_curves", list(chosen["run_id"]), checker)
+    if evals.empty:
+        st.info(f"No checkpoint of the chosen runs is evaluated under {checker}.")
+        return
+    st.altair_chart(eval_chart(evals, run_labels(chosen)), width="stretch")
 
 
 require_store()
@@ -54,14 +83,40 @@ if runs.empty:
     st.info("No runs in the store yet.")
     st.stop()
 chosen = choose_runs(runs)
+source = st.radio(
+    "Curves of",
+    ["training metrics", "evaluation by checkpoint"],
+    horizontal=True,
+    key="source",
+    bind="query-params",
+    help="evaluation by checkpoint: each benchmark's score at every saved step, with its bootstrap interval",
+)
+if source == "evaluation by checkpoint":
+    evaluation_view(chosen)
+    st.stop()
 names = query("training_metric_names")
 metrics = st.multiselect(
-    "Metrics", names, default=[m for m in DEFAULT_METRICS if m in names] or names[:1], key="metrics"
+    "Metrics",
+    names,
+    default=[m for m in DEFAULT_METRICS if m in names] or names[:1],
+    key="metrics",
+    bind="query-params",
 )
-left, middle, right = st.columns([2, 1, 1])
-weight = left.slider("Smoothing (EMA weight; the raw curve stays faint behind)", 0.0, 0.99, 0.6, 0.01, key="ema")
-x_axis = middle.radio("x axis", list(X_FIELDS), horizontal=True, key="x_axis")
-columns = int(right.number_input("Charts per row", 1, 6, min(4, max(1, len(metrics))), key="columns"))
+left, middle, right, far = st.columns([2, 1, 1, 1])
+weight = left.slider(
+    "Smoothing (EMA weight; the raw curve stays faint behind)", 0.0, 0.99, 0.6, 0.01, key="ema", bind="query-params"
+)
+x_axis = middle.radio("x axis", list(X_FIELDS), horizontal=True, key="x_axis", bind="query-params")
+columns = int(
+    right.number_input("Charts per row", 1, 6, min(4, max(1, len(metrics))), key="columns", bind="query-params")
+)
+group = far.selectbox(
+    "Group runs by",
+    ["none", *GROUPS],
+    key="group",
+    bind="query-params",
+    help="one mean line per group over its min-max band, the single runs faint",
+)
 rules = rules_from_sidebar()
 if chosen.empty or not metrics:
     st.info("Pick at least one method, base model, dataset and metric with runs in the store.")
@@ -69,15 +124,24 @@ if chosen.empty or not metrics:
 run_ids = list(chosen["run_id"])
 curves = smooth(query("training_curves", run_ids, metrics), weight)
 events = events_for(run_ids, rules)
-if x_axis == "wall time" and curves["wall_hours"].isna().any():
-    st.caption("Runs that log no step_seconds have no wall time and are left out of this view.")
-st.altair_chart(curves_chart(curves, events, run_labels(chosen), metrics, x_axis, columns), width="stretch")
+if group != "none":
+    field = GROUPS[group]
+    bands = group_bands(curves, chosen, field)
+    st.caption(f"{len(chosen)} runs in {bands['group'].nunique()} groups by {group}; drag or scroll a chart to zoom.")
+    st.altair_chart(grouped_chart(bands, curves, chosen, field, metrics, columns), width="stretch")
+else:
+    if x_axis == "wall time" and curves["wall_hours"].isna().any():
+        st.caption("Runs that log no step_seconds have no wall time and are left out of this view.")
+    st.altair_chart(curves_chart(curves, events, run_labels(chosen), metrics, x_axis, columns), width="stretch")
 st.subheader("Collapses")
 st.caption(
     "Dashed rules and diamonds on the charts: val_drop (validation accuracy fell more than the margin below its "
-    "peak), reward_without_labels (reward near 1 while pseudo-label accuracy fell), length_at_cap (mean response "
-    "length pinned at the cap)."
+    "peak), reward_without_labels (a [0, 1] reward near 1 while pseudo-label accuracy fell), "
+    "reward_rise_without_labels (an unbounded reward rose while it fell), length_at_cap (mean response length "
+    "pinned at the cap)."
 )
-scope = st.radio("List collapses of", ["the chosen runs", "all runs"], horizontal=True, key="scope")
+scope = st.radio(
+    "List collapses of", ["the chosen runs", "all runs"], horizontal=True, key="scope", bind="query-params"
+)
 listed = events if scope == "the chosen runs" else events_for(None, rules)
 table(listed, "collapses")

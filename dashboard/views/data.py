@@ -22,7 +22,13 @@ table(reports, "quality-reports")
 labels = {r.report_id: f"{r.dataset} · {r.stage} · {r.split} ({r.report_id})" for r in reports.itertuples()}
 issues = reports["dropped_total"] + reports["rejected_total"] + reports["flagged_total"]
 report_id = st.selectbox(
-    "Report", list(labels), index=int(issues.values.argmax()), format_func=labels.get, help="opens on the most issues"
+    "Report",
+    list(labels),
+    index=int(issues.values.argmax()),
+    format_func=labels.get,
+    help="opens on the most issues",
+    key="report",
+    bind="query-params",
 )
 reasons: pd.DataFrame = query("quality_reasons", report_id)
 counted = reasons[reasons["count"] > 0]

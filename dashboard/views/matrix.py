@@ -63,16 +63,22 @@ def store_cells(runs: pd.DataFrame) -> pd.DataFrame:
 
 def with_metric(grid: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """Add ``value`` (and its step) for the metric chosen in the sidebar; returns the metric's title."""
-    colour_by = st.sidebar.radio("Colour by", ["status", "training metric", "evaluation metric"])
+    colour_by = st.sidebar.radio(
+        "Colour by", ["status", "training metric", "evaluation metric"], key="colour_by", bind="query-params"
+    )
     if colour_by == "training metric":
         names = query("training_metric_names")
         if not names:
             st.sidebar.warning("No training metrics ingested yet.")
             return grid.assign(value=None, value_step=None), None
         metric = st.sidebar.selectbox(
-            "Metric", names, index=names.index("val_accuracy") if "val_accuracy" in names else 0
+            "Metric",
+            names,
+            index=names.index("val_accuracy") if "val_accuracy" in names else 0,
+            key="training_metric",
+            bind="query-params",
         )
-        how = st.sidebar.radio("Value", ["last", "peak"], horizontal=True)
+        how = st.sidebar.radio("Value", ["last", "peak"], horizontal=True, key="how", bind="query-params")
         values = query("training_metric_by_run", metric).rename(columns={how: "value", "step": "value_step"})
         return grid.merge(values[["run_id", "value", "value_step"]], on="run_id", how="left"), f"{metric} ({how})"
     if colour_by == "evaluation metric":
@@ -80,10 +86,14 @@ def with_metric(grid: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
         if choices.empty:
             st.sidebar.warning("No evaluation results ingested yet.")
             return grid.assign(value=None, value_step=None), None
-        benchmark = st.sidebar.selectbox("Benchmark", sorted(choices["benchmark"].unique()))
-        checker = st.sidebar.selectbox("Checker", sorted(choices["checker"].unique()))
+        benchmark = st.sidebar.selectbox(
+            "Benchmark", sorted(choices["benchmark"].unique()), key="benchmark", bind="query-params"
+        )
+        checker = st.sidebar.selectbox(
+            "Checker", sorted(choices["checker"].unique()), key="checker", bind="query-params"
+        )
         metrics = sorted(choices[(choices["benchmark"] == benchmark) & (choices["checker"] == checker)]["metric"])
-        metric = st.sidebar.selectbox("Metric", metrics)
+        metric = st.sidebar.selectbox("Metric", metrics, key="eval_metric", bind="query-params")
         values = query("eval_metric_by_run", benchmark, checker, metric).rename(columns={"step": "value_step"})
         return grid.merge(values, on="run_id", how="left"), f"{benchmark} {metric} ({checker}, latest step)"
     return grid, None
@@ -111,11 +121,22 @@ def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
         )
     else:
         colour = alt.Color("value:Q", title=metric, scale=alt.Scale(scheme="viridis"))
-    tooltip: list[Any] = ["cell_id:N", "status:N", "run_id:N", "progress:N", "hub_repo_id:N", "hub:N"]
+    tooltip: list[Any] = [
+        alt.Tooltip("cell_id:N", title="cell"),
+        "status:N",
+        alt.Tooltip("progress:N", title="steps"),
+        alt.Tooltip("hub:N", title="Hub"),
+    ]
     if metric is not None:
         tooltip += [alt.Tooltip("value:Q", format=".4f", title=metric), alt.Tooltip("value_step:Q", title="step")]
-    rect = base.mark_rect(stroke="white", strokeWidth=2).encode(color=colour, href="hub_url:N", tooltip=tooltip)
-    text = base.mark_text(fontSize=11).encode(text="label:N", color=alt.Color("text_colour:N", scale=None, legend=None))
+    # a click on a cell or its label opens its run page (a cell never run has no link)
+    rect = base.mark_rect(stroke="white", strokeWidth=2).encode(color=colour, href="run_url:N", tooltip=tooltip)
+    text = base.mark_text(fontSize=11).encode(
+        text="label:N",
+        color=alt.Color("text_colour:N", scale=None, legend=None),
+        href="run_url:N",
+        tooltip=tooltip,
+    )
     # a column at least 110 px wide, so the headers and cell texts fit however narrow the window
     return (
         (rect + text)
@@ -135,11 +156,14 @@ source = st.radio(
     index=0 if in_paper or runs.empty else len(choices) - 1,
     horizontal=True,
     help="paper_v3: the 72 released checkpoints (v2's 66 and Co-rewarding-III's 6); paper: v2's 66",
+    key="cells",
+    bind="query-params",
 )
 cells = store_cells(runs) if source == STORE else matrix_cells(source.removesuffix(" matrix"))
 stored = runs[["cell_id", "run_id", "status", "last_step", "total_steps", "published_step", "published_commit"]]
 grid = hub_columns(cells.merge(stored, on="cell_id", how="left"))
 grid["status"] = grid["status"].fillna("not run")
+grid["run_url"] = ("run?cell=" + grid["cell_id"]).where(grid["run_id"].notna())
 grid["row"] = grid["base_model"] + " · " + grid["dataset"]
 grid["progress"] = [
     f"{s:.0f}/{t:.0f}" if pd.notna(s) and pd.notna(t) else ""

@@ -23,14 +23,27 @@ left, middle, right = st.columns(3)
 coverage = query("paper_coverage")
 best_covered = int(coverage["covered"].idxmax()) if len(coverage) and coverage["covered"].max() > 0 else 0
 paper_table = left.selectbox(
-    "Paper table", tables, index=best_covered, help="opens on the table with most measured cells"
+    "Paper table",
+    tables,
+    index=best_covered,
+    help="opens on the table with most measured cells",
+    key="table",
+    bind="query-params",
 )
-checker = middle.selectbox("Checker", checkers, index=checkers.index("math_verify") if "math_verify" in checkers else 0)
+checker = middle.selectbox(
+    "Checker",
+    checkers,
+    index=checkers.index("math_verify") if "math_verify" in checkers else 0,
+    key="checker",
+    bind="query-params",
+)
 policy = right.radio(
     "Checkpoint",
     ["latest", "best"],
     horizontal=True,
     help="latest: the last evaluated step; best: the step with the highest value (optimistic)",
+    key="policy",
+    bind="query-params",
 )
 report_matrix: str = query("report_matrix")
 st.download_button(
@@ -58,9 +71,10 @@ if len(measured):
         alt.Chart(pd.DataFrame({"x": [0.0, top]})).mark_line(color="grey", strokeDash=[4, 4]).encode(x="x:Q", y="x:Q")
     )
     points = (
-        alt.Chart(measured)
+        alt.Chart(measured.assign(run_url="run?run=" + measured["run_id"].astype(str)))
         .mark_point(filled=True, size=60)
         .encode(
+            href="run_url:N",  # a click opens the run behind the point
             x=alt.X("paper:Q", title="paper (%)"),
             y=alt.Y("measured:Q", title="measured (%)"),
             color=alt.Color("method:N", scale=method_scale(sorted(measured["method"].unique()))),

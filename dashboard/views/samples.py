@@ -26,11 +26,13 @@ def filters(benchmarks: list[str]) -> SampleFilter:
     """The filter row: benchmark, strict verdict, math-verify verdict, disagreement, truncation."""
     a, b, c, d, e = st.columns([2, 1, 1, 1, 1])
     return SampleFilter(
-        benchmarks=tuple(a.multiselect("Benchmark", benchmarks, placeholder="all", key="benchmarks")),
-        strict=VERDICT[b.selectbox("Strict", list(VERDICT), key="strict")],
-        math_verify=VERDICT[c.selectbox("Math-verify", list(VERDICT), key="math_verify")],
-        disagree=DISAGREE[d.selectbox("Checkers", list(DISAGREE), key="disagree")],
-        truncated=TRUNCATED[e.selectbox("Truncated", list(TRUNCATED), key="truncated")],
+        benchmarks=tuple(
+            a.multiselect("Benchmark", benchmarks, placeholder="all", key="benchmarks", bind="query-params")
+        ),
+        strict=VERDICT[b.selectbox("Strict", list(VERDICT), key="strict", bind="query-params")],
+        math_verify=VERDICT[c.selectbox("Math-verify", list(VERDICT), key="math_verify", bind="query-params")],
+        disagree=DISAGREE[d.selectbox("Checkers", list(DISAGREE), key="disagree", bind="query-params")],
+        truncated=TRUNCATED[e.selectbox("Truncated", list(TRUNCATED), key="truncated", bind="query-params")],
     )
 
 
@@ -65,10 +67,12 @@ if index.empty:
     st.info("No evaluation samples in the store yet (ingest runs with eval/samples.parquet).")
     st.stop()
 left, right = st.columns([3, 1])
-run_id = left.selectbox("Run", list(dict.fromkeys(index["run_id"])), key="run")
+run_id = left.selectbox("Run", list(dict.fromkeys(index["run_id"])), key="run", bind="query-params")
 mine = index[index["run_id"] == run_id]
 steps = list(dict.fromkeys(mine["step"]))
-step = right.selectbox("Checkpoint", steps, index=len(steps) - 1, format_func=step_label, key="step")
+step = right.selectbox(
+    "Checkpoint", steps, index=len(steps) - 1, format_func=step_label, key="step", bind="query-params"
+)
 step = None if pd.isna(step) else int(step)
 st.subheader("Per benchmark")
 table(query("sample_summary", run_id, step), "sample-summary")
@@ -77,7 +81,7 @@ st.subheader("Generations")
 where = filters(sorted(mine["benchmark"].unique()))
 total = query("sample_count", run_id, step, where)
 pages = max(1, math.ceil(total / PAGE_SIZE))
-page = st.number_input(f"Page (of {pages}; {total} samples match)", 1, pages, 1, key="page")
+page = st.number_input(f"Page (of {pages}; {total} samples match)", 1, pages, 1, key="page", bind="query-params")
 rows: pd.DataFrame = query("samples", run_id, step, where, PAGE_SIZE, (page - 1) * PAGE_SIZE)
 st.caption("Click a row to open its full question, gold answer and response below.")
 event = table(rows, "samples", on_select="rerun", selection_mode="single-row", key="sample_table")

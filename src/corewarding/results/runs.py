@@ -57,6 +57,7 @@ RUN_COLUMNS = (
     "error",
     "published_step",
     "published_commit",
+    "config",
 )  # the order of RunInfo.row()
 
 
@@ -85,6 +86,7 @@ class RunInfo:
     error: str | None = None
     published_step: int | None = None  # the newest step a push to the Hub is recorded for (None: not published)
     published_commit: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)  # the run's config.yaml
     from_record: bool = False  # the start time comes from run.json (not a file time)
 
     @property
@@ -121,6 +123,7 @@ class RunInfo:
             self.error,
             self.published_step,
             self.published_commit,
+            json.dumps(self.config, sort_keys=True, default=str),
         ]
 
 
@@ -264,6 +267,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
         error=record.get("error"),
         published_step=published_step,
         published_commit=commit,
+        config=cfg,
         from_record=bool(record.get("started_at")),
     )
 

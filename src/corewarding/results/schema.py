@@ -64,8 +64,12 @@ _V2 = [
     "DELETE FROM sources WHERE kind = 'eval_samples'",
 ]
 
+# v3: each run's resolved config (its config.yaml as JSON), for the dashboard's run page and config diff; filled in
+# by the next ingest, which rewrites every run's row.
+_V3 = ["ALTER TABLE runs ADD COLUMN config VARCHAR"]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

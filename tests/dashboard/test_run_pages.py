@@ -1,0 +1,77 @@
+"""The run page, the run table and the comparison of two runs, and the curves page's evaluation and grouped views,
+rendered with Streamlit's AppTest over the synthetic store (12 runs: Qwen2.5-3B and -7B on MATH)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.config_diff import config_diff
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+CELL = "co_rewarding_2__qwen2.5-7b__math"
+
+
+def render(app: AppTest, page: str, **params: str) -> AppTest:
+    app.switch_page(page)
+    for key, value in params.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def test_the_run_page_of_a_cell_named_in_the_url(app: AppTest) -> None:
+    render(app, "views/run.py", cell=CELL)
+    assert app.title[0].value == "Run"
+    assert app.selectbox(key="run").value.startswith(CELL + "@")  # the newest run of the cell
+    assert [m.value for m in app.metric][2:] == ["co_rewarding_2", "qwen2.5-7b", "math"]
+    assert [s.value for s in app.subheader] == [
+        "Training curves", "Evaluation by checkpoint", "Collapse events",
+        "Samples of the newest evaluated checkpoint", "Resolved config",
+    ]  # fmt: skip
+    evals = app.dataframe[0].value
+    assert set(evals["step"]) == {10, 20, 30} and (evals["ci_low"] <= evals["value"]).all()
+    assert app.json[0].value and '"co_rewarding_2"' in app.json[0].value  # the resolved config
+
+
+def test_the_run_table_filters_and_groups(app: AppTest) -> None:
+    render(app, "views/runs.py", method="co_rewarding_1")
+    rows = app.dataframe[-1].value
+    assert set(rows["method"]) == {"co_rewarding_1"} and len(rows) == 2
+    assert rows["open"].str.startswith("run?run=co_rewarding_1__").all()
+    app.multiselect(key="method").set_value([])
+    app.radio(key="group").set_value("method").run()
+    grouped = app.dataframe[0].value
+    assert len(grouped) == 6 and grouped["runs"].sum() == 12
+
+
+def test_two_runs_compared_list_the_differing_keys_first(app: AppTest) -> None:
+    render(app, "views/compare.py", a="gt_grpo__qwen2.5-3b__math", b="co_rewarding_2__qwen2.5-3b__math")
+    a, b = app.selectbox(key="a").value, app.selectbox(key="b").value
+    diff = app.dataframe[0].value
+    assert diff["differs"].iloc[0] and "method.name" in set(diff.loc[diff["differs"], "key"])
+    assert not diff["differs"].iloc[-1]  # the keys that agree come after
+    assert app.subheader[0].value.startswith("Config: ") and a != b
+
+
+def test_config_diff_by_hand() -> None:
+    diff = config_diff({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 1, "c": 5}, "e": 4})
+    assert diff[["key", "a", "b", "differs"]].values.tolist() == [
+        ["a.c", "2", "5", True], ["d", "3", "'—'", True], ["e", "'—'", "4", True], ["a.b", "1", "1", False],
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("group", ["method", "dataset"])
+def test_curves_grouped_draw_one_band_per_group(app: AppTest, group: str) -> None:
+    render(app, "views/curves.py", group=group, base_models="qwen2.5-3b")
+    app.multiselect(key="base_models").set_value(["qwen2.5-3b", "qwen2.5-7b"]).run()
+    spec_groups = {"method": 6, "dataset": 1}[group]
+    assert f"12 runs in {spec_groups} groups by {group}" in app.caption[0].value
+
+
+def test_curves_of_evaluation_by_checkpoint(app: AppTest) -> None:
+    render(app, "views/curves.py", source="evaluation by checkpoint")
+    assert app.radio(key="source").value == "evaluation by checkpoint" and app.get("vega_lite_chart")
