@@ -68,6 +68,10 @@ else:
     st.altair_chart(eval_chart(evals, labels), width="stretch")
     table(evals, f"eval-{run_id}")
 
+steps = sorted(int(x) for x in evals["step"].dropna().unique()) if len(evals) else []
+published = f", published to the Hub: step {int(run['published_step'])}" if pd.notna(run["published_step"]) else ""
+st.caption(f"Checkpoints evaluated: {', '.join(map(str, steps)) or 'none'}{published}.")
+
 st.subheader("Collapse events")
 if events.empty:
     st.caption("None under the default rules (the Training curves page can change them).")
@@ -75,7 +79,6 @@ else:
     table(events, f"collapses-{run_id}")
 
 st.subheader("Samples of the newest evaluated checkpoint")
-steps = sorted(evals["step"].dropna().astype(int).unique()) if len(evals) else []
 summary = query("sample_summary", run_id, int(steps[-1]) if steps else None)
 if summary.empty:
     st.caption("No samples stored for this checkpoint.")
