@@ -90,7 +90,7 @@ def curves_chart(
     columns: int = 4,
 ) -> alt.FacetChart:
     """One facet per metric (``columns`` a row, own y scales): raw lines faint, smoothed lines over them, collapse
-    onsets as dashed rules and diamonds. ``curves`` needs ``smoothed`` (see smooth)."""
+    onsets as dashed rules and diamonds; zoom and pan on x. ``curves`` needs ``smoothed`` (see smooth)."""
     field, title = X_FIELDS[x]
     data = curves.merge(labels, on="run_id")
     marks = onset_marks(events, curves).merge(labels, on="run_id")
@@ -126,7 +126,8 @@ def curves_chart(
         .encode(y="smoothed:Q", tooltip=["label:N", "rule:N", "step:Q", "detail:N"])
     )
     width = max(140, FACET_WIDTH // max(1, columns) - 60)
-    layers = alt.layer(raw, line, hover, rule, diamond).properties(width=width, height=230)
+    zoom = alt.selection_interval(bind="scales", encodings=["x"])  # drag to pan, scroll to zoom the steps
+    layers = alt.layer(raw.add_params(zoom), line, hover, rule, diamond).properties(width=width, height=230)
     facet = alt.Facet("metric:N", sort=list(metrics), title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
 
