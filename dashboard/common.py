@@ -143,3 +143,12 @@ def run_choice(label: str, options: list[str], key: str, index: int = 0, column:
         if newest in options:
             st.session_state[key] = newest
     return str(column.selectbox(label, options, index=index, key=key, bind="query-params"))
+
+
+def stored_runs(minimum: int = 1) -> pd.DataFrame:
+    """Every ingested run (``queries.runs``); the page stops with a note when the store holds fewer than ``minimum``."""
+    runs: pd.DataFrame = query("runs")
+    if len(runs) < minimum:
+        st.info("No runs in the store yet." if minimum == 1 else f"This page needs {minimum} runs in the store.")
+        st.stop()
+    return runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.common import query, require_store, run_choice, table
+from dashboard.common import query, require_store, run_choice, stored_runs, table
 from dashboard.config_diff import config_diff
 from dashboard.curves_chart import curves_chart, run_labels, smooth
 
@@ -13,10 +13,7 @@ METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mea
 
 require_store()
 st.title("Compare two runs")
-runs = query("runs")
-if len(runs) < 2:
-    st.info("Comparing needs two runs in the store.")
-    st.stop()
+runs = stored_runs(minimum=2)
 options = list(runs["run_id"])
 left, right = st.columns(2)
 a = run_choice("Run a", options, "a", 0, left)

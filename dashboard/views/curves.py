@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
-from dashboard.common import METHOD_COLOURS, query, require_store, table
+from dashboard.common import METHOD_COLOURS, query, require_store, stored_runs, table
 from dashboard.curves_chart import (
     GROUPS,
     X_FIELDS,
@@ -78,10 +78,7 @@ def evaluation_view(chosen: pd.DataFrame) -> None:
 
 require_store()
 st.title("Training curves")
-runs = query("runs")
-if runs.empty:
-    st.info("No runs in the store yet.")
-    st.stop()
+runs = stored_runs()
 chosen = choose_runs(runs)
 source = st.radio(
     "Curves of",

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
-from dashboard.common import query, require_store, run_choice, table
+from dashboard.common import query, require_store, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
 
 TRAINING_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
@@ -26,10 +26,7 @@ def picked_run(runs: pd.DataFrame) -> str:
 
 require_store()
 st.title("Run")
-runs = query("runs")
-if runs.empty:
-    st.info("No runs in the store yet.")
-    st.stop()
+runs = stored_runs()
 run_id = picked_run(runs)
 run = query("run_detail", run_id)
 facts = st.columns(5)

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.matrix import load_matrix, matrix_names
-from dashboard.common import query, require_store, table
+from dashboard.common import require_store, stored_runs, table
 
 FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset", "status": "Status"}
 GROUP_BY = {"none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status"}
@@ -38,10 +38,7 @@ def filtered(runs: pd.DataFrame) -> pd.DataFrame:
 
 require_store()
 st.title("Runs")
-runs: pd.DataFrame = query("runs")
-if runs.empty:
-    st.info("No runs in the store yet.")
-    st.stop()
+runs = stored_runs()
 shown = filtered(runs)
 group = st.radio("Group by", list(GROUP_BY), horizontal=True, key="group", bind="query-params")
 st.caption(f"{len(shown)} of {len(runs)} runs. Open a run with its link; tick two rows to compare them.")

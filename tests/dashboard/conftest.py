@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +14,8 @@ from streamlit.testing.v1 import AppTest
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
 from corewarding.results.ingest import ingest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture()
@@ -102,3 +106,14 @@ def hand_store(tmp_path: Path) -> Path:
     db = tmp_path / "hand.duckdb"
     ingest(db, run_dirs=[old, new])
     return db
+
+
+@pytest.fixture()
+def chromium() -> str:
+    """The chromium binary, or a skip (a failure under CI) before any server starts."""
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("no chromium binary under CI: .ci/run must install it (make chromium)")
+        pytest.skip("no chromium binary (apt-get install chromium, or make chromium); CI installs it")
+    pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    return CHROMIUM

@@ -7,16 +7,14 @@ CI (``CI`` set), where a missing browser is a failure. Screenshots go to $COREWA
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.net import free_port, start_dashboard, wait_healthy
+from tests.support.net import dashboard_server
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -36,17 +34,6 @@ PAGES = [
 ]
 
 
-@pytest.fixture()
-def chromium() -> str:
-    """The chromium binary, or a skip (a failure under CI) before any server starts."""
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("no chromium binary under CI: .ci/run must install it (make chromium)")
-        pytest.skip("no chromium binary (apt-get install chromium, or make chromium); CI installs it")
-    pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
-    return CHROMIUM
-
-
 def _listening_addresses(port: int) -> set[str]:
     """Local addresses (hex, as /proc/net/tcp writes them) listening on ``port``."""
     found = set()
@@ -61,15 +48,8 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.fixture()
 def server(chromium: str, synthetic_store: Path) -> Iterator[str]:
-    port = free_port()
-    proc = start_dashboard(synthetic_store, port)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(f"{url}/_stcore/health", proc, lambda: proc.communicate()[0])
+    with dashboard_server(synthetic_store) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
 
 
 def _shoot(page: Any, shots: Path, name: str) -> Path:

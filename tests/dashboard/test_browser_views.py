@@ -8,18 +8,14 @@ config-diff.png, run-table-filtered.png, paper-empty-after-demo.png, curves-dark
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
 from corewarding.results.ingest import ingest
 from tests.dashboard.test_browser import FLAGS, _shoot
-from tests.support.net import free_port, start_dashboard, wait_healthy
+from tests.support.net import dashboard_server
 
 CHART = '[data-testid="stVegaLiteChart"]'
 
@@ -29,19 +25,6 @@ def _store(root: Path, matrix: str, cells: int | None = None) -> Path:
     runs, data = synthetic.write_result_set(root, load_matrix(matrix).cells[:cells], spec)
     ingest(root / "results.duckdb", [runs], data_dirs=[data])
     return root / "results.duckdb"
-
-
-@contextmanager
-def _server(db: Path) -> Iterator[str]:
-    port = free_port()
-    proc = start_dashboard(db, port)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(f"{url}/_stcore/health", proc, lambda: proc.communicate()[0])
-        yield url
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
 
 
 def _open(page: Any, url: str, title: str) -> None:
@@ -67,7 +50,7 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
         browser = p.chromium.launch(executable_path=chromium, args=FLAGS[1:], headless=True)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            with _server(synthetic_store) as url:
+            with dashboard_server(synthetic_store) as url:
                 # a choice carried by the URL is the page's choice
                 _open(page, f"{url}/curves?source=evaluation+by+checkpoint", "Training curves")
                 assert _radio_checked(page, "evaluation by checkpoint") and not _radio_checked(page, "training metrics")
@@ -97,7 +80,7 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
                 assert header.startswith("Config: ") and not header.startswith("Config: 0 "), header
                 assert page.get_by_text("method.name").count() >= 1 or "differ" in header
                 _shoot(page, shots, "config-diff")
-            with _server(paper66) as url:
+            with dashboard_server(paper66) as url:
                 every = "&".join(
                     [f"base_models={c.base_model}" for c in load_matrix("paper").cells[::6]]
                     + [f"datasets={d}" for d in ("math", "dapo14k", "openrs")]
@@ -108,12 +91,12 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
                 legend = page.locator(f"{CHART} g.role-legend-label text")
                 assert 0 < legend.count() <= 7, legend.count()
                 _shoot(page, shots, "curves-grouped")
-            with _server(demo) as url:
+            with dashboard_server(demo) as url:
                 _open(page, f"{url}/paper", "Paper vs reproduction")
                 page.get_by_text("No run in the store is a cell of").first.wait_for(timeout=60_000)
                 _shoot(page, shots, "paper-empty-after-demo")
             dark = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
-            with _server(synthetic_store) as url:
+            with dashboard_server(synthetic_store) as url:
                 _open(dark, f"{url}/curves", "Training curves")
                 dark.wait_for_selector(CHART, timeout=60_000)
                 background = dark.evaluate("getComputedStyle(document.querySelector('.stApp')).backgroundColor")
@@ -122,15 +105,3 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
         finally:
             browser.close()
     print(f"screenshots in {shots}")
-
-
-@pytest.fixture()
-def chromium() -> str:
-    from tests.dashboard.test_browser import CHROMIUM
-
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("no chromium binary under CI: .ci/run must install it (make chromium)")
-        pytest.skip("no chromium binary (apt-get install chromium, or make chromium); CI installs it")
-    pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
-    return CHROMIUM

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -41,3 +44,17 @@ def start_dashboard(db: Path, port: int) -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,  # its own process group: a cleanup with killpg reaches anything it left behind
     )
+
+
+@contextmanager
+def dashboard_server(db: Path) -> Iterator[str]:
+    """``corewarding dashboard`` on ``db`` at a free port, healthy; yields its URL and stops its process group."""
+    port = free_port()
+    proc = start_dashboard(db, port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(f"{url}/_stcore/health", proc, lambda: proc.communicate()[0])
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
