@@ -134,10 +134,13 @@ def method_scale(methods: list[str]) -> alt.Scale:
     return alt.Scale(domain=list(methods), range=[method_colour(m) for m in methods])
 
 
-def run_choice(label: str, options: list[str], key: str, index: int = 0, column: Any = st) -> str:
-    """A run picked from ``options`` (run ids), kept in the URL under ``key``; the URL may also name a cell, which
-    stands for its newest run (so a link to a cell keeps working after it is trained again)."""
-    named = st.query_params.get(key)
+def run_choice(
+    label: str, options: list[str], key: str, index: int = 0, column: Any = st, alias: str | None = None
+) -> str:
+    """A run picked from ``options`` (run ids), kept in the URL under ``key``; the URL may also name a cell (under
+    ``key`` or ``alias``), which stands for its newest run, so a link to a cell keeps working after it is trained
+    again. The URL is only read here, never rewritten, so the browser's back button leaves the page."""
+    named = st.query_params.get(key) or (st.query_params.get(alias) if alias else None)
     if named and named not in options and key not in st.session_state:
         newest = query("newest_run_of", named)
         if newest in options:

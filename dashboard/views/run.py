@@ -15,13 +15,9 @@ TRAINING_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_l
 
 
 def picked_run(runs: pd.DataFrame) -> str:
-    """The run named in the URL (``run=`` a run id, or a cell id for its newest run; ``cell=`` too), else the
-    newest run; kept in the URL."""
-    if "cell" in st.query_params and "run" not in st.query_params:
-        st.query_params["run"] = st.query_params["cell"]
-    if "cell" in st.query_params:
-        del st.query_params["cell"]
-    return run_choice("Run", list(runs["run_id"]), "run")
+    """The run named in the URL (``run=`` a run id or a cell id, or ``cell=``: the cell's newest run), else the
+    newest run."""
+    return run_choice("Run", list(runs["run_id"]), "run", alias="cell")
 
 
 require_store()

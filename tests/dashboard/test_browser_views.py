@@ -68,6 +68,8 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
                 assert "co_rewarding_2__qwen2.5-3b__math@" in picked, picked
                 page.wait_for_selector(CHART, timeout=60_000)
                 _shoot(page, shots, "run-page")
+                page.go_back()  # the browser's back button returns to the heat map
+                page.wait_for_selector("h1:has-text('Matrix')", timeout=60_000)
 
                 # the run table filtered by the URL, two runs compared
                 _open(page, f"{url}/runs?method=co_rewarding_1", "Runs")
