@@ -153,11 +153,31 @@ def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4) -> a
 GROUPS = {"method": "method", "base model": "base_model", "dataset": "dataset"}
 
 
-def group_bands(curves: pd.DataFrame, runs: pd.DataFrame, by: str, y: str = "smoothed") -> pd.DataFrame:
+BANDS = ("min-max", "mean ± std")
+
+
+def group_bands(
+    curves: pd.DataFrame, runs: pd.DataFrame, by: str, y: str = "smoothed", band: str = "min-max"
+) -> pd.DataFrame:
     """Per group (the runs' ``by`` column), metric and step: the mean of ``y`` over the group's runs and its band,
-    min to max (one value per run and step). Columns: group, metric, step, mean, low, high, runs."""
+    min to max or the mean ± the sample standard deviation (the spread across seeds when a cell has several runs;
+    0 for a single run). Columns: group, metric, step, mean, low, high, runs.
+
+    >>> c = pd.DataFrame({"run_id": ["a", "b", "c"], "metric": "m", "step": 1, "smoothed": [1.0, 2.0, 6.0]})
+    >>> r = pd.DataFrame({"run_id": ["a", "b", "c"], "method": "x"})
+    >>> group_bands(c, r, "method")[["mean", "low", "high"]].values.tolist()
+    [[3.0, 1.0, 6.0]]
+    >>> group_bands(c, r, "method", band="mean ± std")[["mean", "low", "high"]].round(3).values.tolist()
+    [[3.0, 0.354, 5.646]]
+    """
+    if band not in BANDS:
+        raise ValueError(f"band={band!r}: one of {', '.join(BANDS)}")
     data = curves.merge(runs[["run_id", by]], on="run_id").rename(columns={by: "group"})
-    stats = data.groupby(["group", "metric", "step"], sort=True)[y].agg(["mean", "min", "max", "count"])
+    stats = data.groupby(["group", "metric", "step"], sort=True)[y].agg(["mean", "min", "max", "std", "count"])
+    if band == "mean ± std":
+        spread = stats["std"].fillna(0.0)
+        stats["min"], stats["max"] = stats["mean"] - spread, stats["mean"] + spread
+    stats = stats.drop(columns="std")
     return stats.rename(columns={"min": "low", "max": "high", "count": "runs"}).reset_index()
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.common import METHOD_COLOURS, query, require_store, stored_runs, table
 from dashboard.curves_chart import (
+    BANDS,
     GROUPS,
     X_FIELDS,
     curves_chart,
@@ -99,7 +100,7 @@ metrics = st.multiselect(
     key="metrics",
     bind="query-params",
 )
-left, middle, right, far = st.columns([2, 1, 1, 1])
+left, middle, right, far, band_column = st.columns([2, 1, 1, 1, 1])
 weight = left.slider(
     "Smoothing (EMA weight; the raw curve stays faint behind)", 0.0, 0.99, 0.6, 0.01, key="ema", bind="query-params"
 )
@@ -112,7 +113,15 @@ group = far.selectbox(
     ["none", *GROUPS],
     key="group",
     bind="query-params",
-    help="one mean line per group over its min-max band, the single runs faint",
+    help="one mean line per group over its band, the single runs faint",
+)
+band = band_column.selectbox(
+    "Band",
+    list(BANDS),
+    key="band",
+    bind="query-params",
+    help="min-max over the group's runs, or mean ± standard deviation (the spread across seeds of a cell)",
+    disabled=group == "none",
 )
 rules = rules_from_sidebar()
 if chosen.empty or not metrics:
@@ -123,7 +132,7 @@ curves = smooth(query("training_curves", run_ids, metrics), weight)
 events = events_for(run_ids, rules)
 if group != "none":
     field = GROUPS[group]
-    bands = group_bands(curves, chosen, field)
+    bands = group_bands(curves, chosen, field, band=band)
     st.caption(f"{len(chosen)} runs in {bands['group'].nunique()} groups by {group}; drag or scroll a chart to zoom.")
     st.altair_chart(grouped_chart(bands, curves, chosen, field, metrics, columns), width="stretch")
 else:

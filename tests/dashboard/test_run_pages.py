@@ -70,6 +70,8 @@ def test_curves_grouped_draw_one_band_per_group(app: AppTest, group: str) -> Non
     app.multiselect(key="base_models").set_value(["qwen2.5-3b", "qwen2.5-7b"]).run()
     spec_groups = {"method": 6, "dataset": 1}[group]
     assert f"12 runs in {spec_groups} groups by {group}" in app.caption[0].value
+    app.selectbox(key="band").set_value("mean ± std").run()  # the spread across the group's runs instead
+    assert not app.exception and f"{spec_groups} groups" in app.caption[0].value
 
 
 def test_curves_of_evaluation_by_checkpoint(app: AppTest) -> None:
