@@ -19,7 +19,7 @@ def flat(config: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def config_diff(a: dict[str, Any], b: dict[str, Any]) -> pd.DataFrame:
     """Every key of either config with both values, the differing keys first (each part sorted by key)."""
-    left, right = dict(flat(a)), dict(flat(b))
+    left, right = dict(flat(a)) if a else {}, dict(flat(b)) if b else {}  # a run ingested before configs were kept
     keys = sorted(set(left) | set(right))
     rows = [(k, repr(left.get(k, "—")), repr(right.get(k, "—"))) for k in keys]
     frame = pd.DataFrame(rows, columns=["key", "a", "b"])

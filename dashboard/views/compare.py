@@ -18,7 +18,14 @@ options = list(runs["run_id"])
 left, right = st.columns(2)
 a = run_choice("Run a", options, "a", 0, left)
 b = run_choice("Run b", options, "b", 1, right)
-diff = config_diff(query("run_detail", a)["config"], query("run_detail", b)["config"])
+configs = [query("run_detail", run)["config"] for run in (a, b)]
+missing = [run for run, config in zip((a, b), configs, strict=True) if not config]
+if missing:
+    st.warning(
+        f"No config stored for {', '.join(missing)} (ingested before configs were kept): run `corewarding results "
+        "ingest` again to record it."
+    )
+diff = config_diff(*configs)
 differing = int(diff["differs"].sum())
 st.subheader(f"Config: {differing} key(s) differ")
 table(diff, "config-diff")

@@ -3,11 +3,13 @@ rendered with Streamlit's AppTest over the synthetic store (12 runs: Qwen2.5-3B 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from corewarding.results.store import writer
 from dashboard.config_diff import config_diff
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -57,6 +59,11 @@ def test_two_runs_compared_list_the_differing_keys_first(app: AppTest) -> None:
     assert app.subheader[0].value.startswith("Config: ") and a != b
 
 
+def test_a_run_without_a_stored_config_is_named_not_diffed_as_a_blank_key() -> None:
+    diff = config_diff({}, {"method": {"name": "x"}})
+    assert diff[["key", "a", "b", "differs"]].values.tolist() == [["method.name", "'—'", "'x'", True]]
+
+
 def test_config_diff_by_hand() -> None:
     diff = config_diff({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 1, "c": 5}, "e": 4})
     assert diff[["key", "a", "b", "differs"]].values.tolist() == [
@@ -77,3 +84,16 @@ def test_curves_grouped_draw_one_band_per_group(app: AppTest, group: str) -> Non
 def test_curves_of_evaluation_by_checkpoint(app: AppTest) -> None:
     render(app, "views/curves.py", source="evaluation by checkpoint")
     assert app.radio(key="source").value == "evaluation by checkpoint" and app.get("vega_lite_chart")
+
+
+def test_compare_names_a_run_ingested_before_configs_were_kept(
+    synthetic_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "old.duckdb"
+    shutil.copy(synthetic_store, db)
+    with writer(db) as con:
+        con.execute("UPDATE runs SET config = NULL WHERE method = 'gt_grpo'")
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/compare.py", a=CELL, b="gt_grpo__qwen2.5-3b__math")
+    assert "No config stored for gt_grpo__qwen2.5-3b__math@" in app.warning[-1].value
+    assert "results ingest" in app.warning[-1].value and "" not in set(app.dataframe[0].value["key"])
