@@ -12,6 +12,8 @@ shared store read them. The layout::
     hf/global_step_N/      a verl step merged into a transformers folder
     eval/                  metrics.parquet, samples.parquet, index.json, pipeline.json, units/ (one folder per unit)
     publish/global_step_N/ the Hub folder of a step; its .pushed.json records each push
+    released/              the audit of the cell's released Hub checkpoint: audit.json (repo, revision, status)
+                           and eval/ laid out as a run's (``corewarding audit``)
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ EVAL_SAMPLES = Path(EVAL) / "samples.parquet"
 EVAL_INDEX = Path(EVAL) / "index.json"
 EVAL_UNITS = Path(EVAL) / "units"
 EVAL_STAMP = "pipeline.json"  # under eval/: which steps the pipeline evaluated with which benchmark settings
+
+RELEASED = "released"
+AUDIT_RECORD = "audit.json"  # under released/: which Hub checkpoint was audited, at which revision, how it ended
 
 PUBLISH = "publish"
 PUSH_RECORD = ".pushed.json"  # in a publish folder: each successful push (repo, revision, commit)
@@ -109,3 +114,8 @@ def merged_dir(run_dir: Path, step: int) -> Path:
 def publish_dir(run_dir: Path, step: int) -> Path:
     """The default Hub folder of a step."""
     return Path(run_dir) / PUBLISH / step_name(step)
+
+
+def released_dir(run_dir: Path) -> Path:
+    """Where the audit of the cell's released checkpoint lives (its eval/ is laid out as a run's)."""
+    return Path(run_dir) / RELEASED

@@ -14,9 +14,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.evaluation.external import missing_reason, run_external
-from corewarding.evaluation.outputs import write_unit_outputs
+from corewarding.evaluation.outputs import settings_columns, write_unit_outputs
+from corewarding.evaluation.provenance import checker_settings, unit_settings
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
+from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +32,22 @@ def external_material(cfg: DictConfig, target: Target) -> dict[str, object]:
     }
 
 
-def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> UnitOutcome:
+def evaluate_external_unit(
+    cfg: DictConfig, target: Target, units_dir: Path, keep_settings: bool = False
+) -> UnitOutcome:
     """Run one external benchmark for one target, unless it is done or its tool is missing."""
 
     spec = cfg.benchmark
     name = str(spec.name)
-    paths = UnitPaths(units_dir / target.label / name)
+    settings = unit_settings(
+        cfg,
+        model_path=target.model_path,
+        model_revision=target.revision,
+        benchmark_sha256=None,  # the tool reads its own copy of the benchmark
+        prompt=str(spec.get("system_prompt") or ""),
+        n=int(spec.n),
+    )
+    paths = UnitPaths(unit_folder(units_dir, target.label, name, settings if keep_settings else None))
     key = digest(external_material(cfg, target))
     if paths.is_done(key, key):
         return UnitOutcome(target.step, name, "unchanged")
@@ -75,6 +86,7 @@ def evaluate_external_unit(cfg: DictConfig, target: Target, units_dir: Path) -> 
             "seed": int(cfg.seed),
             "model_revision": target.revision,
             "model": target.model_path,
+            **settings_columns(checker_settings(settings, result.tool, result.tool_version)),
         }
         for metric, value in result.metrics.items()
     ]

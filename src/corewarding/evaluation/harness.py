@@ -27,8 +27,9 @@ from corewarding.evaluation.outputs import (
     sample_rows,
     write_unit_outputs,
 )
+from corewarding.evaluation.provenance import prompt_of, unit_settings
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest
+from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
 from corewarding.files import file_sha256
 from corewarding.lm.generation import Generator, SamplingSettings, load_generator
 from corewarding.run_folder import EVAL_UNITS
@@ -124,13 +125,26 @@ def generate_unit(
 
 
 def evaluate_math_unit(
-    cfg: DictConfig, target: Target, units_dir: Path, handle: ModelHandle, checker: Any
+    cfg: DictConfig,
+    target: Target,
+    units_dir: Path,
+    handle: ModelHandle,
+    checker: Any,
+    keep_settings: bool = False,
 ) -> UnitOutcome:
     """Generate (or reuse), score and aggregate one math benchmark for one target."""
     name = str(cfg.benchmark.name)
     problems, data_path = load_problems(cfg)
-    paths = UnitPaths(units_dir / target.label / name)
     gen_material = generation_material(cfg, target, data_path)
+    settings = unit_settings(
+        cfg,
+        model_path=target.model_path,
+        model_revision=target.revision,
+        benchmark_sha256=gen_material["data_sha256"],
+        prompt=prompt_of(problems, str(cfg.benchmark.system_prompt)),
+        n=sampling_of(cfg).n,
+    )
+    paths = UnitPaths(unit_folder(units_dir, target.label, name, settings if keep_settings else None))
     gen_key, score_key = digest(gen_material), digest(scoring_material(cfg))
     if paths.is_done(gen_key, score_key):
         return UnitOutcome(target.step, name, "unchanged")
@@ -142,7 +156,7 @@ def evaluate_math_unit(
     generations = paths.read_generations()
     samples, counts = sample_rows(cfg, target, problems, generations, checker)
     grouped = group_by_problem(problems, samples)
-    metrics = [metric_row(cfg, target, grouped, checker_name, metric) for checker_name, metric in _pairs(cfg)]
+    metrics = [metric_row(cfg, target, grouped, checker_name, metric, settings) for checker_name, metric in _pairs(cfg)]
     write_unit_outputs(paths, samples, metrics, {"generation_key": gen_key, "scoring_key": score_key, "counts": counts})
     headline = {f"{m['metric']}/{m['checker']}": m["value"] for m in metrics}
     return UnitOutcome(target.step, name, status, metrics=headline, counts=counts)
@@ -157,8 +171,12 @@ def evaluate_targets(
     configs: Sequence[DictConfig],
     out_dir: Path,
     generator_factory: GeneratorFactory = load_generator,
+    keep_settings: bool = False,
 ) -> list[UnitOutcome]:
-    """Evaluate every target on every benchmark config, then combine all units into ``out_dir/eval``."""
+    """Evaluate every target on every benchmark config, then combine all units into ``out_dir/eval``.
+
+    ``keep_settings``: a unit evaluated under other settings (a seed, a backend) is kept beside the earlier ones, not
+    replaced (what an audit of released checkpoints wants); by default a run's step has one score per benchmark."""
 
     units_dir = out_dir / EVAL_UNITS
     first = configs[0]
@@ -173,9 +191,9 @@ def evaluate_targets(
                 for cfg in configs:
                     try:
                         if cfg.benchmark.kind == "external":
-                            outcomes.append(evaluate_external_unit(cfg, target, units_dir))
+                            outcomes.append(evaluate_external_unit(cfg, target, units_dir, keep_settings))
                         else:
-                            outcomes.append(evaluate_math_unit(cfg, target, units_dir, handle, checker))
+                            outcomes.append(evaluate_math_unit(cfg, target, units_dir, handle, checker, keep_settings))
                     except BackendUnavailable:  # every unit would fail the same way: one error, not one per unit
                         raise
                     except Exception as exc:  # one unit's failure (data, model, tool) does not stop the others

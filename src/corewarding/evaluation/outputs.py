@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
 from corewarding.evaluation.metrics import compute_metric
+from corewarding.evaluation.provenance import checker_settings, settings_json, settings_key
 from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
@@ -57,6 +58,8 @@ METRIC_SCHEMA = pa.schema(
         ("seed", pa.int64()),
         ("model_revision", pa.string()),
         ("model", pa.string()),
+        ("settings", pa.string()),
+        ("settings_key", pa.string()),
     ]
 )
 
@@ -108,9 +111,15 @@ def group_by_problem(problems: list[Problem], samples: list[dict[str, Any]]) -> 
 
 
 def metric_row(
-    cfg: DictConfig, target: Target, grouped: list[list[dict[str, Any]]], checker: str, metric: str
+    cfg: DictConfig,
+    target: Target,
+    grouped: list[list[dict[str, Any]]],
+    checker: str,
+    metric: str,
+    settings: dict[str, Any],
 ) -> dict[str, Any]:
-    """One aggregated metric under one checker, with its bootstrap interval (``grouped``: from group_by_problem)."""
+    """One aggregated metric under one checker, with its bootstrap interval (``grouped``: from group_by_problem) and
+    the settings that produced it (``settings``: the unit's, see provenance.unit_settings)."""
     column = f"correct_{checker}"
     correct = [[bool(r[column]) for r in rows] for rows in grouped]
     answers = [[str(r["extracted_answer"] or "") for r in rows] for rows in grouped]
@@ -136,7 +145,13 @@ def metric_row(
         "seed": int(cfg.seed),
         "model_revision": target.revision,
         "model": target.model_path,
+        **settings_columns(checker_settings(settings, checker)),
     }
+
+
+def settings_columns(settings: dict[str, Any]) -> dict[str, str]:
+    """The ``settings`` and ``settings_key`` columns of a metric row."""
+    return {"settings": settings_json(settings), "settings_key": settings_key(settings)}
 
 
 def write_unit_outputs(

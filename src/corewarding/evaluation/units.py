@@ -1,9 +1,10 @@
 """One evaluation unit (a checkpoint step x a benchmark) on disk: its keys, resumable chunks, and atomic outputs.
 
-``<out>/eval/units/<step label>/<benchmark>/`` holds ``generations.parquet`` (the sampled responses) with
-``generation.json`` (the key of what shaped them), then ``samples.parquet`` and ``metrics.parquet`` with ``unit.json``
-(both keys), written last: a unit whose ``unit.json`` matches the current keys is done. Chunks of an unfinished
-generation wait in ``.chunks/<generation key>/`` and are reused by the next attempt.
+``<out>/eval/units/<step label>/<benchmark>/`` (``<benchmark>@<settings key>`` when every protocol is kept) holds
+``generations.parquet`` (the sampled responses) with ``generation.json`` (the key of what shaped them), then
+``samples.parquet`` and ``metrics.parquet`` with ``unit.json`` (both keys), written last: a unit whose
+``unit.json`` matches the current keys is done. Chunks of an unfinished generation wait in
+``.chunks/<generation key>/`` and are reused by the next attempt.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corewarding.evaluation.provenance import settings_key
 from corewarding.files import atomic_path, write_json_atomic
 
 
@@ -48,6 +50,12 @@ def digest(material: Any) -> str:
     """A short stable hash of JSON-able ``material``."""
     text = json.dumps(material, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def unit_folder(units_dir: Path, label: str, name: str, settings: dict[str, Any] | None) -> Path:
+    """``units/<step label>/<benchmark>``, or with ``settings`` (an audit keeps every protocol's scores)
+    ``units/<step label>/<benchmark>@<settings key>``."""
+    return units_dir / label / (name if settings is None else f"{name}@{settings_key(settings)}")
 
 
 def write_table_atomic(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:

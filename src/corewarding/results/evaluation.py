@@ -2,7 +2,8 @@
 
 metrics.parquet: step (null = the base model), benchmark, checker (strict | math_verify; lm_eval | livecodebench |
 zeroeval for the external benchmarks), metric (pass@1, avg@8, pass@8, maj@8 ...), value (a fraction in [0, 1] for
-those), ci_low, ci_high, n (samples per problem), num_problems, temperature, seed, model_revision.
+those), ci_low, ci_high, n (samples per problem), num_problems, temperature, seed, model_revision, settings (the
+JSON of evaluation/provenance.py) and settings_key.
 samples.parquet: step, benchmark, problem_id, sample_index, response, extracted_answer, correct_strict,
 correct_math_verify, length (tokens), truncated, question (the prompt's last user message), gold (the reference
 answer). Extra columns are ignored; optional columns that are absent (older files) load as NULL.
@@ -33,7 +34,10 @@ METRIC_COLUMNS = [
     ("temperature", "DOUBLE", False),
     ("seed", "BIGINT", False),
     ("model_revision", "VARCHAR", False),
+    ("settings", "VARCHAR", False),
+    ("settings_key", "VARCHAR", False),
 ]
+SOURCES = ("reproduced", "released")  # where the evaluated weights came from
 SAMPLE_COLUMNS = [
     ("step", "INTEGER", True),
     ("benchmark", "VARCHAR", True),
@@ -85,8 +89,10 @@ def _first_bad(con: duckdb.DuckDBPyConnection, where: str) -> tuple[object, ...]
     ).fetchone()
 
 
-def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> int:
-    """Check and insert ``eval/metrics.parquet``; return the rows inserted."""
+def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path, source: str = "reproduced") -> int:
+    """Check and insert ``eval/metrics.parquet`` (``source``: reproduced or released); return the rows inserted.
+
+    One row per step, benchmark, checker, metric and settings key: an audit keeps a score per protocol."""
     _load(con, path, METRIC_COLUMNS)
     checks = [
         ("benchmark IS NULL OR metric IS NULL OR checker IS NULL", "benchmark, checker and metric must be set"),
@@ -101,13 +107,19 @@ def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
         if bad is not None:
             raise EvalFileError(f"{path}: row {bad[0]}: {requirement} (got {bad[1:]})")
     dup = con.execute(
-        "SELECT step, benchmark, checker, metric, count(*) FROM incoming GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
+        "SELECT step, benchmark, checker, metric, settings_key, count(*) FROM incoming GROUP BY ALL "
+        "HAVING count(*) > 1 LIMIT 1"
     ).fetchone()
     if dup is not None:
-        raise EvalFileError(f"{path}: step/benchmark/checker/metric {dup[:4]} appears {dup[4]} times")
+        raise EvalFileError(f"{path}: step/benchmark/checker/metric/settings_key {dup[:5]} appears {dup[5]} times")
+    if source not in SOURCES:
+        raise ValueError(f"source={source!r}: one of {', '.join(SOURCES)}")
     names = ", ".join(name for name, _, _ in METRIC_COLUMNS[2:])
     return _insert(
-        con, f"""INSERT INTO eval_metrics SELECT ?, step, benchmark, {KEY_SQL}, {names} FROM incoming""", run_id
+        con,
+        f"INSERT INTO eval_metrics (run_id, step, benchmark, benchmark_key, {names}, source) "
+        f"SELECT ?, step, benchmark, {KEY_SQL}, {names}, '{source}' FROM incoming",
+        run_id,
     )
 
 

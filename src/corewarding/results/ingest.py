@@ -24,8 +24,9 @@ import pandas as pd
 
 from corewarding import run_folder
 from corewarding.files import disk_full, file_sha256
-from corewarding.results import evaluation, quality, reference, runs
+from corewarding.results import evaluation, quality, reference, released, runs
 from corewarding.results.store import default_db, first_line, writer
+from corewarding.run_folder import AUDIT_RECORD, released_dir
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class IngestSummary:
     """What one ingestion did: sources seen, changed and unchanged, and rows inserted per table."""
 
     runs: int = 0
+    released: int = 0  # audited released checkpoints
     reports: int = 0
     changed: list[str] = field(default_factory=list)
     unchanged: int = 0
@@ -50,6 +52,7 @@ class IngestSummary:
     def to_dict(self) -> dict[str, object]:
         return {
             "runs": self.runs,
+            "released": self.released,
             "reports": self.reports,
             "changed": len(self.changed),
             "unchanged": self.unchanged,
@@ -143,30 +146,68 @@ def ingest_run(
         columns, placeholders = ", ".join(runs.RUN_COLUMNS), ", ".join("?" * len(runs.RUN_COLUMNS))
         con.execute(f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({placeholders})", info.row())
         for kind, (name, table) in RUN_SOURCES.items():
-            path = run_dir / name
-            if not path.is_file():  # gone (e.g. the run was moved aside and trained again): so are its rows
-                dropped = con.execute(
-                    "DELETE FROM sources WHERE owner = ? AND kind = ? RETURNING path", [info.run_id, kind]
-                ).fetchall()
-                if dropped:
-                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [info.run_id])
-                    summary.changed.append(str(path))
-                continue
-            same, digest = _unchanged(con, info.run_id, kind, path)
-            if same:
-                summary.unchanged += 1
-                continue
-            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [info.run_id])
-            count = loaders[kind](con, info.run_id, path)
-            _record_source(con, info.run_id, kind, path, digest or file_sha256(path), count)
-            summary.add(table, count)
-            summary.changed.append(str(path))
+            _replace_source(con, info.run_id, kind, run_dir / name, table, loaders[kind], summary)
 
     _transaction(con, body)
     summary.runs += 1
 
 
 RUN_TABLES = (*(table for _, table in RUN_SOURCES.values()), "runs")
+
+RELEASED_COLUMNS = (
+    "run_id", "cell_id", "method", "base_model", "dataset", "hub_repo_id", "revision", "status", "error",
+    "audited_at", "folder",
+)  # fmt: skip
+
+
+def ingest_released(con: duckdb.DuckDBPyConnection, record: released.ReleasedRecord, folder: Path,
+                    summary: IngestSummary) -> None:  # fmt: skip
+    """Upsert an audited released checkpoint and replace its changed evaluation files (source ``released``), in one
+    transaction; ``folder`` is its ``released/`` folder, laid out as a run's."""
+    loaders: dict[str, Loader] = {
+        "eval_metrics": partial(evaluation.insert_eval_metrics, source="released"),
+        "eval_samples": evaluation.insert_eval_samples,
+    }
+    run_id = record.run_id
+
+    def body() -> None:
+        values = [run_id, record.cell_id, record.method, record.base_model, record.dataset, record.hub_repo_id,
+                  record.revision, record.status, record.error, record.audited_at, str(folder)]  # fmt: skip
+        placeholders = ", ".join("?" * len(RELEASED_COLUMNS))
+        con.execute(
+            f"INSERT OR REPLACE INTO released_checkpoints ({', '.join(RELEASED_COLUMNS)}) VALUES ({placeholders})",
+            values,
+        )
+        for kind, loader in loaders.items():
+            name, table = RUN_SOURCES[kind]
+            _replace_source(con, run_id, kind, folder / name, table, loader, summary)
+
+    _transaction(con, body)
+    summary.released += 1
+
+
+def _replace_source(
+    con: duckdb.DuckDBPyConnection, owner: str, kind: str, path: Path, table: str, loader: Loader,
+    summary: IngestSummary,
+) -> None:  # fmt: skip
+    """Replace ``owner``'s rows of ``table`` from ``path`` when the file changed (or drop them when it is gone)."""
+    if not path.is_file():  # gone (e.g. the run was moved aside and trained again): so are its rows
+        dropped = con.execute(
+            "DELETE FROM sources WHERE owner = ? AND kind = ? RETURNING path", [owner, kind]
+        ).fetchall()
+        if dropped:
+            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [owner])
+            summary.changed.append(str(path))
+        return
+    same, digest = _unchanged(con, owner, kind, path)
+    if same:
+        summary.unchanged += 1
+        return
+    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [owner])
+    count = loader(con, owner, path)
+    _record_source(con, owner, kind, path, digest or file_sha256(path), count)
+    summary.add(table, count)
+    summary.changed.append(str(path))
 
 
 Identity = tuple[str, str, str]
@@ -288,9 +329,10 @@ class StoreFullError(RuntimeError):
     Not an OSError: the pipeline retries those (is_transient), and a full disk does not clear by itself."""
 
 
-def _source_bytes(infos: Sequence[runs.RunInfo], reports: Sequence[Path]) -> int:
-    """The size of every file an ingest of these runs and reports reads."""
-    files = [info.run_dir / name for info in infos for name, _ in RUN_SOURCES.values()]
+def _source_bytes(infos: Sequence[runs.RunInfo], reports: Sequence[Path], audits: Sequence[Path] = ()) -> int:
+    """The size of every file an ingest of these runs, audits and reports reads."""
+    folders = [info.run_dir for info in infos] + list(audits)
+    files = [folder / name for folder in folders for name, _ in RUN_SOURCES.values()]
     files += [*reports, reference.REFERENCE_CSV]
     return sum(f.stat().st_size for f in files if f.is_file())
 
@@ -305,12 +347,17 @@ def _mib(n: float) -> str:
 
 
 def _ingest_all(
-    con: duckdb.DuckDBPyConnection, infos: Sequence[runs.RunInfo], reports: Sequence[Path]
+    con: duckdb.DuckDBPyConnection,
+    infos: Sequence[runs.RunInfo],
+    reports: Sequence[Path],
+    audits: Sequence[tuple[released.ReleasedRecord, Path]] = (),
 ) -> IngestSummary:
     summary = IngestSummary()
     ensure_reference(con, summary)
     for info in unique_runs(con, infos, summary):
         ingest_run(con, info.run_dir, summary, info)
+    for record, folder in audits:
+        ingest_released(con, record, folder, summary)
     ingest_reports(con, reports, summary)
     return summary
 
@@ -322,24 +369,28 @@ def ingest(
     data_dirs: Sequence[Path] = (),
     timeout: float = 300.0,
 ) -> IngestSummary:
-    """Ingest the run folders under ``runs_roots`` plus ``run_dirs``, and the quality reports under ``data_dirs``,
-    in one transaction: a failure (a bad file, a full disk) leaves the store as it was."""
-    folders = sorted(
-        {p.resolve() for root in runs_roots for p in runs.find_run_dirs(root)} | {p.resolve() for p in run_dirs}
-    )
+    """Ingest the run folders under ``runs_roots`` plus ``run_dirs`` (with the audits of their released checkpoints,
+    ``released/``), and the quality reports under ``data_dirs``, in one transaction: a failure (a bad file, a full
+    disk) leaves the store as it was. A cell folder holding only an audit is ingested as that audit."""
+    given = {p.resolve() for p in run_dirs}
+    audited = {p.resolve() for root in runs_roots for p in released.find_released(root)}
+    audited |= {released_dir(p) for p in given if (released_dir(p) / AUDIT_RECORD).is_file()}
+    folders = sorted({p.resolve() for root in runs_roots for p in runs.find_run_dirs(root)} | given)
     for folder in folders:
-        if not runs.is_run_dir(folder):
+        if not runs.is_run_dir(folder) and released_dir(folder) not in audited:
             raise FileNotFoundError(f"{folder}: not a run folder (needs config.yaml and metrics.jsonl)")
+    folders = [f for f in folders if runs.is_run_dir(f)]
     reports = [p for d in data_dirs for p in quality.find_reports(d)]
     infos = [runs.read_run_info(folder) for folder in folders]  # every folder read before any write
+    audits = [(released.read_record(folder), folder) for folder in sorted(audited)]
     path = Path(db) if db is not None else default_db()
     try:
         with writer(path, timeout=timeout) as con:
-            summary = _transaction(con, partial(_ingest_all, con, infos, reports))
+            summary = _transaction(con, partial(_ingest_all, con, infos, reports, audits))
     except (duckdb.Error, OSError) as exc:
         if not disk_full(exc):
             raise
-        needed = SPACE_FACTOR * _source_bytes(infos, reports)
+        needed = SPACE_FACTOR * _source_bytes(infos, reports, [folder for _, folder in audits])
         free = shutil.disk_usage(path.parent).free
         raise StoreFullError(
             f"{path}: out of disk space while writing the results store ({first_line(exc)}); {_mib(free)} free in "
@@ -347,8 +398,9 @@ def ingest(
             "it reads). The store keeps its previous rows: free some space and run it again"
         ) from None
     log.info(
-        "ingested %d run(s), %d report(s), skipped %d copied run folder(s): %s",
+        "ingested %d run(s), %d released checkpoint(s), %d report(s), skipped %d copied run folder(s): %s",
         summary.runs,
+        summary.released,
         summary.reports,
         len(summary.duplicates),
         summary.rows,

@@ -68,8 +68,23 @@ _V2 = [
 # by the next ingest, which rewrites every run's row.
 _V3 = ["ALTER TABLE runs ADD COLUMN config VARCHAR"]
 
+# v4: released checkpoints apart from reproduction runs. Every evaluation row says where its weights came from
+# (``source``: reproduced, or released for a paper checkpoint from the Hub, whose rows have run_id
+# ``released/<cell_id>``) and the settings it was produced with (``settings`` JSON, ``settings_key`` of the
+# comparable ones; see evaluation/provenance.py); ``released_checkpoints`` holds one audited Hub checkpoint per cell.
+# Rows stored before v4 have no settings: they are NULL, and such a row is never called comparable.
+_V4 = [
+    "ALTER TABLE eval_metrics ADD COLUMN source VARCHAR DEFAULT 'reproduced'",
+    "ALTER TABLE eval_metrics ADD COLUMN settings VARCHAR",
+    "ALTER TABLE eval_metrics ADD COLUMN settings_key VARCHAR",
+    """CREATE TABLE released_checkpoints (
+        run_id VARCHAR PRIMARY KEY, cell_id VARCHAR NOT NULL, method VARCHAR NOT NULL, base_model VARCHAR NOT NULL,
+        dataset VARCHAR NOT NULL, hub_repo_id VARCHAR NOT NULL, revision VARCHAR, status VARCHAR NOT NULL,
+        error VARCHAR, audited_at TIMESTAMP, folder VARCHAR)""",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

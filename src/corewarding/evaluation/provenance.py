@@ -1,0 +1,163 @@
+"""The settings a stored score was produced with, and the key that says whether two scores are comparable.
+
+Every metric row carries ``settings`` (JSON) and ``settings_key``: the generation backend and its version, the
+tensor-parallel size, dtype, batch size, temperature, top-p, samples n, max new tokens, seed, the chat template's
+SHA-256 and the system prompt, the checker and its version (math-verify's, or an external tool's), the benchmark
+file's SHA-256 and the model revision. The key hashes all of them but the model revision (which always differs
+between a released checkpoint and a reproduction): two scores with the same key were produced under the same protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from corewarding.evaluation.benchmarks import Problem
+
+# Compared by the dashboard and the report; the model revision is recorded but never part of the key.
+SETTINGS_FIELDS = (
+    "generation_backend",
+    "generation_version",
+    "tensor_parallel_size",
+    "dtype",
+    "batch_size",
+    "temperature",
+    "top_p",
+    "n",
+    "max_new_tokens",
+    "seed",
+    "chat_template_sha256",
+    "prompt",
+    "checker_tool",
+    "checker_version",
+    "benchmark_sha256",
+)
+NOT_KEYED = ("model_revision",)
+
+
+def package_version(name: str) -> str | None:
+    """The installed version of a distribution, or None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def chat_template_sha256(model_path: str | Path) -> str | None:
+    """SHA-256 (16 hex) of the model folder's chat template (``chat_template.jinja`` or tokenizer_config.json's
+    ``chat_template``), read from the files without loading the tokenizer; None when the folder has none."""
+    folder = Path(model_path)
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        text = jinja.read_text(encoding="utf-8")
+    else:
+        try:
+            config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        template = config.get("chat_template") if isinstance(config, dict) else None
+        if template is None:
+            return None
+        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def prompt_of(problems: list[Problem], configured: str) -> str:
+    """The system prompt the problems were asked with: the first problem's system message, else the setting."""
+    for message in problems[0].messages if problems else []:
+        if message.get("role") == "system":
+            return str(message.get("content") or "")
+    return "" if configured == "training" else configured
+
+
+def generation_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The backend, its version and its engine settings (tensor parallelism is 1 for transformers)."""
+    gen = cfg.generation
+    backend = str(gen.backend)
+    return {
+        "generation_backend": backend,
+        "generation_version": package_version("vllm" if backend == "vllm" else "transformers"),
+        "tensor_parallel_size": int(gen.get("tensor_parallel_size", 1) or 1),
+        "dtype": str(gen.dtype),
+        "batch_size": int(gen.batch_size) if gen.get("batch_size") is not None else None,
+    }
+
+
+def unit_settings(
+    cfg: DictConfig,
+    *,
+    model_path: str,
+    model_revision: str,
+    benchmark_sha256: str | None,
+    prompt: str,
+    n: int,
+) -> dict[str, Any]:
+    """The settings of one (target, benchmark) unit, all but the checker (``checker_settings`` adds it)."""
+    spec = cfg.benchmark
+    return {
+        **generation_settings(cfg),
+        "temperature": float(spec.temperature),
+        "top_p": float(spec.top_p),
+        "n": n,
+        "max_new_tokens": int(spec.max_new_tokens),
+        "seed": int(cfg.seed),
+        "chat_template_sha256": chat_template_sha256(model_path),
+        "prompt": prompt,
+        "benchmark_sha256": benchmark_sha256,
+        "model_revision": model_revision,
+    }
+
+
+def checker_settings(settings: Mapping[str, Any], checker: str, tool_version: str | None = None) -> dict[str, Any]:
+    """A unit's settings with the checker that scored a row: math-verify's version, or an external tool's."""
+    version = package_version("math-verify") if checker == "math_verify" else tool_version
+    return {**settings, "checker_tool": checker, "checker_version": version}
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """A 12-hex key of the settings that make scores comparable (all but the model revision).
+
+    >>> a = {"seed": 0, "model_revision": "org/m@1"}
+    >>> settings_key(a) == settings_key({**a, "model_revision": "org/m@2"})
+    True
+    >>> settings_key(a) == settings_key({**a, "seed": 1})
+    False
+    """
+    keyed = {k: v for k, v in settings.items() if k not in NOT_KEYED}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def settings_json(settings: Mapping[str, Any]) -> str:
+    """The settings as one sorted JSON object (what the store keeps)."""
+    return json.dumps(dict(settings), sort_keys=True, default=str)
+
+
+def differing_settings(a: Mapping[str, Any] | str | None, b: Mapping[str, Any] | str | None) -> list[str]:
+    """The keyed settings whose values differ between two scores (JSON text or dicts; a missing side: every key).
+
+    >>> differing_settings('{"seed": 0, "n": 4, "model_revision": "x"}', {"seed": 1, "n": 4, "model_revision": "y"})
+    ['seed']
+    """
+    left, right = _as_dict(a), _as_dict(b)
+    if left is None or right is None:
+        return [] if left is None and right is None else ["settings unknown"]
+    keys = sorted((set(left) | set(right)) - set(NOT_KEYED))
+    return [k for k in keys if left.get(k) != right.get(k)]
+
+
+def _as_dict(value: Mapping[str, Any] | str | None) -> dict[str, Any] | None:
+    if not isinstance(value, str | Mapping):  # None, or NaN (a missing pandas value)
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return dict(value)
