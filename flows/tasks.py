@@ -14,6 +14,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
+from corewarding.pipeline import audit as audits
 from corewarding.pipeline import dvc, sharing, steps
 from corewarding.pipeline.cells import CellPlan, Selection, plan_cell, plan_cells
 from corewarding.pipeline.jobs import CellJob
@@ -53,7 +54,8 @@ def share_data(store_url: str, paths: list[str]) -> int:
 def fetch(job: CellJob) -> dict[str, Any]:
     """On the worker: the cell's data files and its run folder (newest checkpoint) from the store."""
     assert job.store_url
-    return sharing.fetch_cell(sharing.open_store(job.store_url), _job_plan(job))
+    needs_data = bool({"train", "evaluate"} & set(job.steps))  # an audit reads only the released checkpoint
+    return sharing.fetch_cell(sharing.open_store(job.store_url), _job_plan(job), data=needs_data)
 
 
 @task(name="train", cache_policy=NO_CACHE)
@@ -69,6 +71,12 @@ def evaluate(job: CellJob) -> dict[str, Any]:
 @task(name="publish", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
 def publish(job: CellJob) -> dict[str, Any]:
     return steps.publish_cell(_job_plan(job), job.push, job.org, job.publish_steps).to_dict()
+
+
+@task(name="audit", cache_policy=NO_CACHE)
+def audit(job: CellJob) -> dict[str, Any]:
+    """The cell's released Hub checkpoint, evaluated under the matrix's protocol (``released/`` in its folder)."""
+    return audits.audit_cell(_job_plan(job, evaluation=True), job.audit_benchmarks, job.force_evaluate).to_dict()
 
 
 @task(name="ingest", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
@@ -93,7 +101,7 @@ def record_dvc_stages(
     return dvc.record_cells(root, params_file, _plans(matrix, cell_ids, overrides), trained, evaluated)
 
 
-CELL_TASKS = {"train": train, "evaluate": evaluate, "publish": publish}
+CELL_TASKS = {"train": train, "evaluate": evaluate, "publish": publish, "audit": audit}
 
 
 def run_step(step: str, job: CellJob) -> State[Any]:

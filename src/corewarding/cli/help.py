@@ -8,7 +8,7 @@ import argparse
 USER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("data",)),
     ("training", ("train", "demo", "checkpoint", "config", "matrix", "rewards")),
-    ("evaluation", ("evaluate",)),
+    ("evaluation", ("evaluate", "audit")),
     ("results", ("results", "report", "dashboard")),
     ("publishing", ("publish", "publish-data")),
     ("orchestration", ("pipeline",)),
@@ -31,6 +31,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "matrix": ("corewarding matrix list --matrix paper",),
     "rewards": ("corewarding rewards score --method majority_voting --input rollouts.jsonl --output rewarded.jsonl",),
     "evaluate": ("corewarding evaluate --run runs/demo/gt_grpo__tiny__tiny --benchmarks math500 benchmark.limit=20",),
+    "audit": (
+        "corewarding audit --matrix paper_v3 --dry-run",
+        "corewarding audit --matrix paper_v3 --cell gt_grpo__qwen3-4b-base__math --benchmarks math500",
+    ),
     "results": ("corewarding results ingest --runs runs/demo", "corewarding results synthetic --out /tmp/preview"),
     "report": ("corewarding report --matrix paper --out report.html",),
     "dashboard": ("corewarding dashboard --port 8501",),

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from corewarding.cli import data as data_cli
 from corewarding.cli import help as cli_help
 from corewarding.cli import verl as verl_cli
+from corewarding.cli.audit import add_subcommands as add_audit_subcommands
 from corewarding.cli.demo import run_demo
 from corewarding.cli.evaluate import add_subcommands as add_evaluation_subcommands
 from corewarding.cli.hub import add_subcommands as add_hub_subcommands
@@ -203,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_results_subcommands(sub)
 
     add_evaluation_subcommands(sub)
+    add_audit_subcommands(sub)
 
     add_pipeline_subcommands(sub)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from corewarding.evaluation.outputs import (
     sample_rows,
     write_unit_outputs,
 )
-from corewarding.evaluation.provenance import prompt_of, unit_settings
+from corewarding.evaluation.provenance import prompt_of, settings_key, unit_settings
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
 from corewarding.files import file_sha256
@@ -96,9 +97,16 @@ def scoring_material(cfg: DictConfig) -> dict[str, Any]:
 
 
 def generate_unit(
-    paths: UnitPaths, key: str, problems: list[Problem], cfg: DictConfig, handle: ModelHandle
+    paths: UnitPaths,
+    key: str,
+    problems: list[Problem],
+    cfg: DictConfig,
+    handle: ModelHandle,
+    timing: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """All generations of a unit, chunk by chunk; finished chunks of an earlier attempt are reused."""
+    """All generations of a unit, chunk by chunk; finished chunks of an earlier attempt are reused. The seconds
+    spent generating (model loading excluded) are added to ``timing["generation_seconds"]``."""
+    timing = {} if timing is None else timing
     sampling = sampling_of(cfg)
     size = int(cfg.chunk_size)
     rows: list[dict[str, Any]] = []
@@ -106,7 +114,10 @@ def generate_unit(
         chunk = paths.read_chunk(key, index)
         if chunk is None:
             part = problems[index * size : (index + 1) * size]
-            completions = handle.get(cfg).generate([p.messages for p in part], sampling, int(cfg.seed) + index)
+            generator = handle.get(cfg)  # loading the model is not generation time
+            started = time.perf_counter()
+            completions = generator.generate([p.messages for p in part], sampling, int(cfg.seed) + index)
+            timing["generation_seconds"] = timing.get("generation_seconds", 0.0) + time.perf_counter() - started
             chunk = [
                 {
                     "problem_id": problem.problem_id,
@@ -149,17 +160,26 @@ def evaluate_math_unit(
     if paths.is_done(gen_key, score_key):
         return UnitOutcome(target.step, name, "unchanged")
     status = "rescored"
+    timing: dict[str, float] = {}
     if not paths.has_generations(gen_key):
-        rows = generate_unit(paths, gen_key, problems, cfg, handle)
+        rows = generate_unit(paths, gen_key, problems, cfg, handle, timing)
         paths.commit_generations(gen_key, rows, gen_material)
         status = "evaluated"
     generations = paths.read_generations()
+    started = time.perf_counter()
     samples, counts = sample_rows(cfg, target, problems, generations, checker)
+    unit_key = settings_key(settings)
+    for row in samples:
+        row["settings_key"] = unit_key
     grouped = group_by_problem(problems, samples)
     metrics = [metric_row(cfg, target, grouped, checker_name, metric, settings) for checker_name, metric in _pairs(cfg)]
-    write_unit_outputs(paths, samples, metrics, {"generation_key": gen_key, "scoring_key": score_key, "counts": counts})
+    timing["scoring_seconds"] = time.perf_counter() - started
+    if status == "evaluated":
+        counts["generated_tokens"] = sum(int(g["length"] or 0) for g in generations)
+    record = {"generation_key": gen_key, "scoring_key": score_key, "counts": counts, "timing": timing}
+    write_unit_outputs(paths, samples, metrics, record)
     headline = {f"{m['metric']}/{m['checker']}": m["value"] for m in metrics}
-    return UnitOutcome(target.step, name, status, metrics=headline, counts=counts)
+    return UnitOutcome(target.step, name, status, metrics=headline, counts=counts, timing=timing)
 
 
 def _pairs(cfg: DictConfig) -> list[tuple[str, str]]:

@@ -41,6 +41,7 @@ SAMPLE_SCHEMA = pa.schema(
         ("length", pa.int32()),
         ("truncated", pa.bool_()),
         ("finish_reason", pa.string()),
+        ("settings_key", pa.string()),  # the unit's settings (checker aside): an audit keeps one set per protocol
     ]
 )
 METRIC_SCHEMA = pa.schema(

@@ -33,6 +33,7 @@ class UnitOutcome:
     message: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)  # generation_seconds (loading excluded), scoring_seconds
 
 
 GENERATION_SCHEMA = pa.schema(

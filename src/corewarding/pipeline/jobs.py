@@ -13,7 +13,8 @@ from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.versions import config_hash
 
-CELL_FLOW_STEPS = ("train", "evaluate", "publish")  # what a cell's own flow run does; ingest is the parent's
+# what a cell's own flow run does (audit: its released checkpoint, corewarding audit); ingest is the parent's
+CELL_FLOW_STEPS = ("train", "evaluate", "publish", "audit")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class CellJob:
     retry_delay_s: float = 10.0
     store_url: str | None = None
     sync_interval_s: float = 5.0
+    audit_benchmarks: str | None = None
     config_hash: str = ""  # the parent's resolved training config and code version: a worker must have the same
     code_version: str = ""
 
@@ -70,6 +72,7 @@ def cell_job(plan: CellPlan, settings: PipelineSettings, store_url: str | None, 
         retry_delay_s=settings.retry_delay_s,
         store_url=store_url,
         sync_interval_s=settings.sync_interval_s,
+        audit_benchmarks=settings.audit_benchmarks,
         config_hash=config_hash(plan.cfg),
         code_version=code_version,
     )

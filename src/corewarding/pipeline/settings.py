@@ -14,7 +14,7 @@ from corewarding.pipeline.cells import Selection
 from corewarding.pipeline.dvc import is_dvc_repo
 from corewarding.results.store import default_db
 
-STEPS = ("data", "train", "evaluate", "ingest", "publish")
+STEPS = ("data", "train", "evaluate", "ingest", "publish", "audit")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class PipelineSettings:
     publish_steps: str
     record_dvc: bool
     params_file: Path
+    audit_benchmarks: str | None = None  # the audit step's benchmarks; None: the matrix's evaluation benchmarks
 
 
 def _strings(value: object, key: str) -> tuple[str, ...]:
@@ -139,6 +140,7 @@ def load_settings(
         publish_steps=str(cfg.publish.steps),
         record_dvc=bool(cfg.dvc.record),
         params_file=Path(str(cfg.dvc.params_file)),
+        audit_benchmarks=_optional(cfg.audit.benchmarks),
     )
 
 

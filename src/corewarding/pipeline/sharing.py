@@ -86,11 +86,12 @@ def fetch_data_files(store: ArtifactStore, plan: CellPlan) -> int:
     return copied
 
 
-def fetch_cell(store: ArtifactStore, plan: CellPlan) -> dict[str, Any]:
-    """On a worker: the cell's data files and its run folder (checkpoints included, to resume) from the store."""
-    data = fetch_data_files(store, plan)
+def fetch_cell(store: ArtifactStore, plan: CellPlan, data: bool = True) -> dict[str, Any]:
+    """On a worker: the cell's data files (unless ``data`` is False) and its run folder (checkpoints included, to
+    resume) from the store."""
+    fetched = fetch_data_files(store, plan) if data else 0
     pulled = store.pull_run(plan.cell_id, plan.run_dir) if store.has_run(plan.cell_id) else None
-    return {"status": "done", "data_files": data, "run_files": pulled.files if pulled else 0}
+    return {"status": "done", "data_files": fetched, "run_files": pulled.files if pulled else 0}
 
 
 def syncing(

@@ -51,6 +51,7 @@ SAMPLE_COLUMNS = [
     ("truncated", "BOOLEAN", False),
     ("question", "VARCHAR", False),
     ("gold", "VARCHAR", False),
+    ("settings_key", "VARCHAR", False),
 ]
 
 
@@ -130,16 +131,18 @@ def insert_eval_samples(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
     if bad is not None:
         raise EvalFileError(f"{path}: row {bad[0]}: benchmark, problem_id and sample_index must be set")
     dup = con.execute(
-        "SELECT step, benchmark, problem_id, sample_index, count(*) FROM incoming "
+        "SELECT step, benchmark, problem_id, sample_index, settings_key, count(*) FROM incoming "
         "GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
     ).fetchone()
     if dup is not None:
-        raise EvalFileError(f"{path}: step/benchmark/problem_id/sample_index {dup[:4]} appears {dup[4]} times")
+        raise EvalFileError(
+            f"{path}: step/benchmark/problem_id/sample_index/settings_key {dup[:5]} appears {dup[5]} times"
+        )
     names = ", ".join(name for name, _, _ in SAMPLE_COLUMNS)
     return _insert(
         con,
         f"INSERT INTO eval_samples (run_id, {names}) SELECT ?, {names} FROM incoming "
-        "ORDER BY step, benchmark, problem_id, sample_index",
+        "ORDER BY step, benchmark, settings_key, problem_id, sample_index",
         run_id,
     )
 

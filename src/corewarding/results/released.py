@@ -36,6 +36,8 @@ class ReleasedRecord:
     error: str | None = None
     audited_at: str | None = None  # ISO time the audit ended
     benchmarks: list[str] | None = None
+    settings_sha256: str | None = None  # of the benchmarks and resolved settings a finished audit used
+    throughput: dict[str, Any] | None = None  # what its generation measured: backend, samples, tokens, seconds
 
     @property
     def run_id(self) -> str:

@@ -77,6 +77,7 @@ _V4 = [
     "ALTER TABLE eval_metrics ADD COLUMN source VARCHAR DEFAULT 'reproduced'",
     "ALTER TABLE eval_metrics ADD COLUMN settings VARCHAR",
     "ALTER TABLE eval_metrics ADD COLUMN settings_key VARCHAR",
+    "ALTER TABLE eval_samples ADD COLUMN settings_key VARCHAR",
     """CREATE TABLE released_checkpoints (
         run_id VARCHAR PRIMARY KEY, cell_id VARCHAR NOT NULL, method VARCHAR NOT NULL, base_model VARCHAR NOT NULL,
         dataset VARCHAR NOT NULL, hub_repo_id VARCHAR NOT NULL, revision VARCHAR, status VARCHAR NOT NULL,

@@ -1,0 +1,141 @@
+"""The audit step of a cell: evaluate the checkpoint the paper released on the Hub, under the matrix's protocol.
+
+The scores go to ``runs/<cell_id>/released/`` (``audit.json`` and an ``eval/`` laid out as a run's), apart from the
+cell's own run. The first audit records the Hub commit it evaluated; later audits evaluate that same commit. A cell
+audited under the same benchmarks and settings is skipped without contacting the Hub; a changed setting (a seed, a
+backend) adds a second score beside the first (the units are kept per settings key). A Hub failure (a gated repo, a
+missing revision, no network) ends this cell with one line; the pipeline goes on with the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.targets import HUB_FILES, Target
+from corewarding.matrix import hub_repo_id
+from corewarding.pipeline.cells import CellPlan
+from corewarding.pipeline.steps import StepResult
+from corewarding.results.released import AuditRecordError, ReleasedRecord, read_record
+from corewarding.run_folder import AUDIT_RECORD, released_dir
+
+log = logging.getLogger(__name__)
+
+AUDIT_STEP = "audit"
+
+
+class ReleasedUnavailable(RuntimeError):
+    """The released checkpoint cannot be fetched from the Hub (one line: the repo, the revision, why)."""
+
+
+class AuditFailed(RuntimeError):
+    """Some benchmarks of the audit failed (the others are kept)."""
+
+
+def hub_problem(exc: BaseException) -> str:
+    """Why a Hub download failed, in words a user can act on."""
+    from huggingface_hub import errors  # huggingface_hub: imported when used
+
+    if isinstance(exc, errors.GatedRepoError):
+        return "a gated repository: accept its terms on the Hub, then set HF_TOKEN"
+    if isinstance(exc, errors.RevisionNotFoundError):
+        return "no such revision in the repository"
+    if isinstance(exc, errors.RepositoryNotFoundError):
+        return "no such repository (or a private one: set HF_TOKEN)"
+    if isinstance(exc, errors.OfflineModeIsEnabled | errors.LocalEntryNotFoundError):
+        return "the Hub cannot be reached (no network, or HF_HUB_OFFLINE=1) and the files are not cached"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def fetch_released(repo_id: str, revision: str | None) -> tuple[str, str]:
+    """The local snapshot folder of ``repo_id`` at ``revision`` (None: its main branch) and its commit."""
+    from huggingface_hub import snapshot_download  # huggingface_hub: imported when used
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    where = f"{repo_id}@{revision or 'main'}"
+    try:
+        folder = snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES, local_files_only=offline)
+    except Exception as exc:  # every Hub failure ends this checkpoint with one line, not a traceback
+        raise ReleasedUnavailable(f"{where}: {hub_problem(exc)}") from None
+    return folder, Path(folder).name
+
+
+def audit_stamp(names: list[str], configs: list[Any]) -> str:
+    """The SHA-256 of what the audit evaluates with: benchmarks and every resolved setting."""
+    text = "\n".join([",".join(names), *(OmegaConf.to_yaml(c, resolve=True) for c in configs)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _previous(folder: Path) -> ReleasedRecord | None:
+    if not (folder / AUDIT_RECORD).is_file():
+        return None
+    try:
+        return read_record(folder)
+    except AuditRecordError as exc:
+        log.warning("%s; auditing again", exc)
+        return None
+
+
+def audit_cell(plan: CellPlan, benchmarks: str | None = None, force: bool = False) -> StepResult:
+    """Evaluate the cell's released checkpoint on ``benchmarks`` (None: the matrix's) with the matrix's evaluation
+    overrides and this run's; skipped when it was audited with the same benchmarks and settings."""
+    from corewarding.evaluation.harness import evaluate_targets  # pyarrow: imported when used
+
+    cell = plan.cell
+    names = expand_benchmarks(benchmarks or plan.matrix.eval_benchmarks)
+    configs = benchmark_configs(names, plan.evaluation_overrides())
+    stamp = audit_stamp(names, configs)
+    folder = released_dir(plan.run_dir)
+    repo_id = hub_repo_id(cell)
+    previous = _previous(folder)
+    if not force and previous and previous.status == "done" and previous.settings_sha256 == stamp:
+        return StepResult(plan.cell_id, AUDIT_STEP, "skipped", {"reason": "audited with these settings"})
+    pinned = previous.revision if previous and previous.hub_repo_id == repo_id else None
+    record = ReleasedRecord(cell.cell_id, cell.method, cell.base_model, cell.dataset, repo_id, revision=pinned,
+                            benchmarks=names)  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        model_path, commit = fetch_released(repo_id, pinned)
+        record.revision = commit
+        target = Target(None, model_path, f"{repo_id}@{commit}")
+        outcomes = evaluate_targets([target], configs, folder, keep_settings=True)
+        failed = [f"{o.benchmark}: {o.message}" for o in outcomes if o.status == "failed"]
+        if failed:
+            raise AuditFailed(f"{plan.cell_id}: {len(failed)} benchmark(s) failed: {'; '.join(failed)}")
+    except Exception as exc:
+        _finish(record, folder, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+    record.settings_sha256 = stamp
+    record.throughput = measured_throughput(outcomes, str(configs[0].generation.backend)) or (
+        previous.throughput if previous else None
+    )
+    _finish(record, folder, "done", None)
+    counts = {status: sum(o.status == status for o in outcomes) for status in sorted({o.status for o in outcomes})}
+    return StepResult(plan.cell_id, AUDIT_STEP, "done", {"revision": f"{repo_id}@{commit}", "units": counts})
+
+
+def measured_throughput(outcomes: list[Any], backend: str) -> dict[str, Any] | None:
+    """Samples, tokens and generation seconds of the units generated now (None when nothing was generated)."""
+    generated = [o for o in outcomes if o.status == "evaluated" and o.timing.get("generation_seconds")]
+    if not generated:
+        return None
+    return {
+        "backend": backend,
+        "samples": sum(int(o.counts.get("samples", 0)) for o in generated),
+        "tokens": sum(int(o.counts.get("generated_tokens", 0)) for o in generated),
+        "seconds": round(sum(float(o.timing["generation_seconds"]) for o in generated), 3),
+    }
+
+
+def _finish(record: ReleasedRecord, folder: Path, status: str, error: str | None) -> None:
+    record.status, record.error = status, error
+    record.audited_at = datetime.now(UTC).isoformat(timespec="seconds")
+    record.write(folder)
