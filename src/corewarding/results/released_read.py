@@ -92,6 +92,15 @@ def released_comparison(con: Con, cell_ids: Sequence[str] | None, checker: str) 
     return frame
 
 
+def settings_flag(differ: object) -> str:
+    """The flag of a row whose comparison crosses settings (``⚠ settings differ: seed``), else ''.
+
+    >>> settings_flag("seed"), settings_flag("")
+    ('⚠ settings differ: seed', '')
+    """
+    return f"⚠ settings differ: {differ}" if isinstance(differ, str) and differ else ""
+
+
 def _paper_verdict(row: Any) -> str:
     if pd.isna(row.paper):
         return NO_PAPER_VALUE
