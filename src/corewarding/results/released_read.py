@@ -87,6 +87,7 @@ def released_comparison(con: Con, cell_ids: Sequence[str] | None, checker: str) 
     ).fetchdf()
     frame["reproduced_step"] = frame["reproduced_step"].astype("Int64")
     frame["settings_differ"] = _settings_differ(frame)
+    # on the rounded percent shown (as paper_comparison rounds), so a verdict never contradicts the printed numbers
     frame["paper_vs_released"] = [_paper_verdict(r) for r in frame.itertuples()]
     frame["released_vs_reproduced"] = [_reproduced_verdict(r) for r in frame.itertuples()]
     return frame
