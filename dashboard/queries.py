@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.results import read, report, store
+from corewarding.results import read, released_read, report, store
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -23,6 +23,7 @@ paper_comparison = read.paper_comparison
 collapse_inputs = read.collapse_inputs
 runs_without_paper_value = read.runs_without_paper_value
 report_matrix = report.stored_matrix
+released_comparison = released_read.released_comparison  # paper · released · reproduced
 
 
 def runs_in_paper_table(con: Con, table: str) -> int:

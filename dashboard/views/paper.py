@@ -1,4 +1,5 @@
-"""Paper vs reproduction: each cell of a paper table, the measured value, the difference and the checkpoint used."""
+"""Paper vs reproduction: each cell of a paper table, the measured value, the difference and the checkpoint used; and
+the audited released checkpoints beside the paper and the reproduction."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import streamlit as st
 
 from corewarding.results.report import build_report
 from dashboard.common import db_path, method_scale, query, require_store, table
+from dashboard.released_table import SUBHEADER, released_table
 
 require_store()
 st.title("Paper vs reproduction")
@@ -117,3 +119,13 @@ if len(unpaired):
         "added here): each cell's newest run is listed with its evaluated steps, not compared and never flagged."
     )
     table(unpaired, "runs-without-paper-value")
+
+st.subheader(SUBHEADER)
+released: pd.DataFrame = query("released_comparison", None, checker)
+if len(released):
+    released_table(released, f"paper-released-reproduced-{checker}")
+else:
+    st.info(
+        f"No released checkpoint is audited under the {checker} checker in this store: run `corewarding audit "
+        "--matrix paper_v3` to evaluate the paper's released Hub checkpoints, then `corewarding results ingest`."
+    )

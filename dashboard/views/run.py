@@ -1,6 +1,7 @@
 """One run: its facts and Hub link, training curves, evaluation curves by checkpoint step per benchmark (with their
-intervals), collapse events, samples and resolved config. Opened from a heat-map cell (``?cell=``), a row of the
-run table, a point of the paper scatter, or by its id (``?run=``)."""
+intervals), its cell's audited released checkpoint beside the paper and the reproduction, collapse events, samples and
+resolved config. Opened from a heat-map cell (``?cell=``), a row of the run table, a point of the paper scatter, or by
+its id (``?run=``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import streamlit as st
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.common import query, require_store, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
+from dashboard.released_table import SUBHEADER, released_table
 
 TRAINING_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
 
@@ -64,6 +66,15 @@ else:
 steps = sorted(int(x) for x in evals["step"].dropna().unique()) if len(evals) else []
 published = f", published to the Hub: step {int(run['published_step'])}" if pd.notna(run["published_step"]) else ""
 st.caption(f"Checkpoints evaluated: {', '.join(map(str, steps)) or 'none'}{published}.")
+
+released = query("released_comparison", [str(run["cell_id"])], checker)
+if len(released):
+    st.subheader(SUBHEADER)
+    if (released["run_id"].dropna() != run_id).any():
+        st.caption(f"The reproduced column is the cell's newest evaluated run, not {run_id}.")
+    released_table(released, f"released-{run['cell_id']}")
+else:
+    st.caption(f"No released checkpoint of {run['cell_id']} is audited under {checker} (`corewarding audit`).")
 
 st.subheader("Collapse events")
 if events.empty:

@@ -19,26 +19,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
-
-# Compared by the dashboard and the report; the model revision is recorded but never part of the key.
-SETTINGS_FIELDS = (
-    "generation_backend",
-    "generation_version",
-    "tensor_parallel_size",
-    "dtype",
-    "batch_size",
-    "temperature",
-    "top_p",
-    "n",
-    "max_new_tokens",
-    "seed",
-    "chat_template_sha256",
-    "prompt",
-    "checker_tool",
-    "checker_version",
-    "benchmark_sha256",
-)
-NOT_KEYED = ("model_revision",)
+from corewarding.settings_diff import NOT_KEYED
+from corewarding.settings_diff import SETTINGS_FIELDS as SETTINGS_FIELDS  # compared by the dashboard and the report
+from corewarding.settings_diff import differing_settings as differing_settings  # on the bottom floor: results reads it
 
 
 def package_version(name: str) -> str | None:
@@ -136,28 +119,3 @@ def settings_key(settings: Mapping[str, Any]) -> str:
 def settings_json(settings: Mapping[str, Any]) -> str:
     """The settings as one sorted JSON object (what the store keeps)."""
     return json.dumps(dict(settings), sort_keys=True, default=str)
-
-
-def differing_settings(a: Mapping[str, Any] | str | None, b: Mapping[str, Any] | str | None) -> list[str]:
-    """The keyed settings whose values differ between two scores (JSON text or dicts; a missing side: every key).
-
-    >>> differing_settings('{"seed": 0, "n": 4, "model_revision": "x"}', {"seed": 1, "n": 4, "model_revision": "y"})
-    ['seed']
-    """
-    left, right = _as_dict(a), _as_dict(b)
-    if left is None or right is None:
-        return [] if left is None and right is None else ["settings unknown"]
-    keys = sorted((set(left) | set(right)) - set(NOT_KEYED))
-    return [k for k in keys if left.get(k) != right.get(k)]
-
-
-def _as_dict(value: Mapping[str, Any] | str | None) -> dict[str, Any] | None:
-    if not isinstance(value, str | Mapping):  # None, or NaN (a missing pandas value)
-        return None
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return None
-        return parsed if isinstance(parsed, dict) else None
-    return dict(value)

@@ -2,16 +2,16 @@
 
 It reads the store through a read-only connection and the same queries as the dashboard's paper page
 (``corewarding.results.read``): per benchmark, each paper cell of the matrix beside the measured value, its bootstrap
-interval and the difference; the cells whose paper value lies outside the measured interval; and the collapse events
-of the matrix's runs. Charts are hand-written SVG embedded as ``data:`` URIs; the file has no scripts and fetches
-nothing when opened. Every text that comes from the store is escaped.
+interval and the difference; the cells whose paper value lies outside the measured interval; the audited released
+checkpoints beside the paper and the reproduction (``report_released``); and the collapse events of the matrix's runs.
+Charts are hand-written SVG embedded as ``data:`` URIs; the file has no scripts and fetches nothing when opened. Every
+text that comes from the store is escaped.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
@@ -30,6 +30,10 @@ from corewarding.results.read import (
     paper_tables,
     runs_without_paper_value,
 )
+from corewarding.results.released_read import released_comparison
+from corewarding.results.report_html import num as _num
+from corewarding.results.report_html import table as _table
+from corewarding.results.report_released import released_section
 from corewarding.results.store import reader
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,7 @@ class ReportData:
     events: pd.DataFrame  # collapse events of those runs (run_id, rule, step, detail)
     curves: pd.DataFrame  # the metrics collapse detection read (run_id, step, metric, value, cap)
     unpaired: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells of the matrix the paper gives no value
+    released: pd.DataFrame = field(default_factory=pd.DataFrame)  # paper · released · reproduced (released_read)
 
 
 def _verdict(frame: pd.DataFrame) -> pd.Series:
@@ -116,9 +121,13 @@ def collect(
     events = collapse_events(curves, rules) if len(curves) else pd.DataFrame(columns=["run_id", "rule"])
     comparison = comparison_for(con, cells, checker, policy)
     unpaired = cells_without_paper_value(con, cells)
-    log.info("report: %d paper cells, %d runs, %d collapse events", len(comparison), len(runs), len(events))
+    released = released_comparison(con, [c.cell_id for c in cells], checker)
+    log.info(
+        "report: %d paper cells, %d runs, %d collapse events, %d released scores",
+        len(comparison), len(runs), len(events), len(released),
+    )  # fmt: skip
     return ReportData(
-        matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves, unpaired
+        matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves, unpaired, released
     )
 
 
@@ -144,23 +153,10 @@ def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Ce
     return pd.DataFrame(rows, columns=["cell_id", "status", "last_step", "evaluated_steps", "paper", "run_id"])
 
 
-def _num(value: object, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return "–"
-    return f"{float(value):.{digits}f}" if isinstance(value, float) else escape(str(value))
-
-
 def _ci(row: pd.Series) -> str:
     if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
         return "–"
     return f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
-
-
-def _table(headers: Sequence[str], rows: Iterable[tuple[Sequence[str], str]]) -> str:
-    """An HTML table; each row is (cells already escaped, a CSS class or '')."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(f'<tr class="{css}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for cells, css in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _cell_rows(frame: pd.DataFrame, with_benchmark: bool) -> list[tuple[list[str], str]]:
@@ -320,6 +316,7 @@ def render(data: ReportData) -> str:
     """The report as one HTML document (inline style, images as data: URIs, no scripts)."""
     body = _header(data) + _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
     body += _unpaired_section(data.unpaired)
+    body += released_section(data.released)
     body += _collapse_section(data)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

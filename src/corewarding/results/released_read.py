@@ -1,0 +1,190 @@
+"""Paper · released · reproduced: each audited released checkpoint's score beside the paper's value and the newest
+reproduction of its cell, with two verdicts and the settings that differ (shared by the dashboard and the report).
+
+Pure functions of a read-only DuckDB connection and plain values; every value reaches SQL as a bound parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from corewarding.settings_diff import UNKNOWN, differing_settings, settings_dict
+
+Con = duckdb.DuckDBPyConnection
+
+# What ci_low / ci_high are: the evaluation's bootstrap over problems at its configured confidence (default 0.95).
+INTERVAL = "95% percentile bootstrap interval over problems"
+# paper_vs_released
+WITHIN_RELEASED, OUTSIDE_RELEASED, NO_CI, NO_PAPER_VALUE = (
+    "within released CI",
+    "outside released CI",
+    "no CI",
+    "no paper value",
+)
+# released_vs_reproduced
+OVERLAP, DISJOINT, NOT_REPRODUCED = "CIs overlap", "CIs disjoint", "not reproduced"
+VERDICTS = {
+    WITHIN_RELEASED: "the paper's value lies inside the released checkpoint's interval",
+    OUTSIDE_RELEASED: "the paper's value lies outside the released checkpoint's interval",
+    OVERLAP: "the released and the reproduced intervals share at least one value",
+    DISJOINT: "the released and the reproduced intervals share no value",
+    NO_CI: "a side has no interval, so no verdict",
+    NOT_REPRODUCED: "no run of the cell is evaluated on this benchmark and metric",
+    NO_PAPER_VALUE: "the paper prints no number for this cell and benchmark",
+}
+
+_SQL = """
+WITH released AS (
+    SELECT c.cell_id, c.method, c.base_model, c.dataset, c.revision, e.benchmark, e.benchmark_key, e.metric,
+           e.value, e.ci_low, e.ci_high, e.settings, e.settings_key
+    FROM eval_metrics e JOIN released_checkpoints c USING (run_id)
+    WHERE e.source = 'released' AND e.checker = $checker AND ($all_cells OR list_contains($cells, c.cell_id))
+    QUALIFY row_number() OVER (PARTITION BY e.run_id, e.benchmark_key, e.metric, e.settings_key
+        ORDER BY e.step DESC NULLS FIRST) = 1),
+numbered AS (SELECT *, row_number() OVER (ORDER BY cell_id, benchmark, metric, settings_key) AS ord FROM released),
+paper AS (
+    SELECT method, base_model, dataset, benchmark_key, metric, value FROM paper_results
+    QUALIFY row_number() OVER (PARTITION BY method, base_model, dataset, benchmark_key, metric
+        ORDER BY value IS NULL, table_name) = 1),
+reproduced AS (
+    SELECT n.ord, r.run_id, e.step, e.value, e.ci_low, e.ci_high, e.settings, e.settings_key
+    FROM numbered n JOIN runs r ON r.cell_id = n.cell_id
+    JOIN eval_metrics e ON e.run_id = r.run_id AND e.checker = $checker AND e.benchmark_key = n.benchmark_key
+        AND e.metric = n.metric AND e.step IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY n.ord ORDER BY r.started_at DESC NULLS LAST, r.run_id, e.step DESC,
+        e.settings_key IS NOT DISTINCT FROM n.settings_key DESC, e.settings_key) = 1)
+SELECT n.cell_id, n.method, n.base_model, n.dataset, n.benchmark, n.metric, p.value AS paper,
+       round(n.value * 100, 2) AS released, round(n.ci_low * 100, 2) AS released_ci_low,
+       round(n.ci_high * 100, 2) AS released_ci_high, n.revision AS released_revision,
+       n.settings AS released_settings, n.settings_key AS released_settings_key,
+       round(m.value * 100, 2) AS reproduced, round(m.ci_low * 100, 2) AS reproduced_ci_low,
+       round(m.ci_high * 100, 2) AS reproduced_ci_high, m.step AS reproduced_step, m.run_id,
+       m.settings AS reproduced_settings, m.settings_key AS reproduced_settings_key
+FROM numbered n
+LEFT JOIN paper p ON p.method = n.method AND p.base_model = n.base_model AND p.dataset = n.dataset
+    AND p.benchmark_key = n.benchmark_key AND p.metric = n.metric
+LEFT JOIN reproduced m USING (ord)
+ORDER BY n.ord
+"""
+
+
+def released_comparison(con: Con, cell_ids: Sequence[str] | None, checker: str) -> pd.DataFrame:
+    """One row per released score under ``checker`` (cell, benchmark, metric, settings key) of ``cell_ids`` (None:
+    every audited cell), in percent, beside the paper's value and the newest reproduction of the cell.
+
+    The reproduction is the newest run (``started_at``) of the cell evaluated on that benchmark and metric, at its
+    latest evaluated step (a same-settings row first where a step has several). Released rows of one benchmark
+    under several settings keys (two seeds) are separate scores, never averaged. ``settings_differ`` names the
+    settings that differ from the reproduction, or else from the cell's other released rows of that benchmark;
+    ``settings unknown`` when a side was stored without them.
+    """
+    frame = con.execute(
+        _SQL, {"checker": checker, "all_cells": cell_ids is None, "cells": list(cell_ids or [])}
+    ).fetchdf()
+    frame["reproduced_step"] = frame["reproduced_step"].astype("Int64")
+    frame["settings_differ"] = _settings_differ(frame)
+    # on the rounded percent shown (as paper_comparison rounds), so a verdict never contradicts the printed numbers
+    frame["paper_vs_released"] = [_paper_verdict(r) for r in frame.itertuples()]
+    frame["released_vs_reproduced"] = [_reproduced_verdict(r) for r in frame.itertuples()]
+    return frame
+
+
+def settings_flag(differ: object) -> str:
+    """The flag of a row whose comparison crosses settings (``⚠ settings differ: seed``), else ''.
+
+    >>> settings_flag("seed"), settings_flag("")
+    ('⚠ settings differ: seed', '')
+    """
+    return f"⚠ settings differ: {differ}" if isinstance(differ, str) and differ else ""
+
+
+def _paper_verdict(row: Any) -> str:
+    if pd.isna(row.paper):
+        return NO_PAPER_VALUE
+    if pd.isna(row.released_ci_low) or pd.isna(row.released_ci_high):
+        return NO_CI
+    return WITHIN_RELEASED if row.released_ci_low <= row.paper <= row.released_ci_high else OUTSIDE_RELEASED
+
+
+def _reproduced_verdict(row: Any) -> str:
+    if pd.isna(row.reproduced):
+        return NOT_REPRODUCED
+    bounds = (row.released_ci_low, row.released_ci_high, row.reproduced_ci_low, row.reproduced_ci_high)
+    if any(pd.isna(b) for b in bounds):
+        return NO_CI
+    low, high, other_low, other_high = bounds
+    return OVERLAP if low <= other_high and other_low <= high else DISJOINT
+
+
+def _settings_differ(frame: pd.DataFrame) -> list[str]:
+    """Per row: what differs from the reproduction; when nothing does (or nothing was reproduced), what differs from
+    the other released rows of the same cell, benchmark and metric, so a comparison across settings is never silent."""
+    out = pd.Series("", index=frame.index, dtype=object)
+    for _, group in frame.groupby(["cell_id", "benchmark", "metric"], sort=False):
+        for index, row in group.iterrows():
+            names = _diff(row["released_settings"], row["reproduced_settings"]) if pd.notna(row["reproduced"]) else []
+            if not names:
+                others = group["released_settings"].drop(index)
+                names = sorted({name for other in others for name in _diff(row["released_settings"], other)})
+            out[index] = ", ".join(names)
+    return out.tolist()
+
+
+def _diff(a: Any, b: Any) -> list[str]:
+    """``differing_settings``, where a side stored without settings (before store v4) is never called comparable."""
+    return [UNKNOWN] if settings_dict(a) is None or settings_dict(b) is None else differing_settings(a, b)
+
+
+PROMPT_CHARS = 60  # a prompt listed with the settings is cut to this many characters
+NOT_RECORDED = "not recorded"
+PLAIN = ("tensor_parallel_size", "dtype", "batch_size", "temperature", "top_p", "n", "max_new_tokens", "seed")
+SHOWN = ("backend", *PLAIN, "chat template", "prompt", "checker", "benchmark sha256")
+
+
+def shown_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings as the report and the dashboard list them, under ``SHOWN``'s labels (None: not recorded).
+
+    >>> shown_settings({"generation_backend": "vllm", "generation_version": "0.10.1", "seed": 1})["backend"]
+    'vllm 0.10.1'
+    """
+    s = settings or {}
+    return {
+        "backend": _joined(s, "generation_backend", "generation_version"),
+        **{name: s.get(name) for name in PLAIN},
+        "chat template": s.get("chat_template_sha256"),
+        "prompt": _cut(s.get("prompt"), PROMPT_CHARS),
+        "checker": _joined(s, "checker_tool", "checker_version"),
+        "benchmark sha256": _cut(s.get("benchmark_sha256"), 16),
+    }
+
+
+def _joined(settings: dict[str, Any], *names: str) -> str | None:
+    return " ".join(str(settings[n]) for n in names if settings.get(n) is not None) or None
+
+
+def _cut(text: object, chars: int) -> str | None:
+    if text is None:
+        return None
+    flat = str(text).replace("\n", " ")
+    return flat if len(flat) <= chars else flat[:chars] + "…"
+
+
+def settings_listing(frame: pd.DataFrame) -> pd.DataFrame:
+    """The settings of each distinct settings key shown in the released and the reproduced column of a
+    ``released_comparison`` frame: one row per (column, settings_key), its settings under ``SHOWN``'s labels
+    (``not recorded`` as the key of rows stored without settings)."""
+    rows = []
+    for column in ("released", "reproduced"):
+        shown = frame[frame[column].notna()].drop_duplicates(f"{column}_settings_key")
+        for _, row in shown.iterrows():
+            key = row[f"{column}_settings_key"]
+            rows.append({
+                "column": column,
+                "settings_key": key if isinstance(key, str) else NOT_RECORDED,
+                **shown_settings(settings_dict(row[f"{column}_settings"])),
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=["column", "settings_key", *SHOWN], dtype=object)  # ints stay ints

@@ -1,0 +1,65 @@
+"""Which of the settings a stored score was produced with differ between two scores (bottom floor: read by the
+evaluation that writes the settings and by the results reads that compare them).
+
+The settings are those of evaluation/provenance.py, kept as one JSON object per metric row; the model revision is
+recorded but never compared (it always differs between a released checkpoint and a reproduction).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+# The keyed settings, in the order they are listed; the model revision is recorded but never part of the key.
+SETTINGS_FIELDS = (
+    "generation_backend",
+    "generation_version",
+    "tensor_parallel_size",
+    "dtype",
+    "batch_size",
+    "temperature",
+    "top_p",
+    "n",
+    "max_new_tokens",
+    "seed",
+    "chat_template_sha256",
+    "prompt",
+    "checker_tool",
+    "checker_version",
+    "benchmark_sha256",
+)
+NOT_KEYED = ("model_revision",)
+UNKNOWN = "settings unknown"  # one side stored before the settings were kept (store v4)
+
+
+def settings_dict(value: Mapping[str, Any] | str | None) -> dict[str, Any] | None:
+    """The settings as a dict (from JSON text or a mapping); None when missing (None, NaN) or not a JSON object.
+
+    >>> settings_dict('{"seed": 0}'), settings_dict(None), settings_dict("[1]")
+    ({'seed': 0}, None, None)
+    """
+    if not isinstance(value, str | Mapping):  # None, or NaN (a missing pandas value)
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return dict(value)
+
+
+def differing_settings(a: Mapping[str, Any] | str | None, b: Mapping[str, Any] | str | None) -> list[str]:
+    """The keyed settings whose values differ between two scores (JSON text or dicts; a missing side: every key).
+
+    >>> differing_settings('{"seed": 0, "n": 4, "model_revision": "x"}', {"seed": 1, "n": 4, "model_revision": "y"})
+    ['seed']
+    >>> differing_settings(None, {"seed": 1})
+    ['settings unknown']
+    """
+    left, right = settings_dict(a), settings_dict(b)
+    if left is None or right is None:
+        return [] if left is None and right is None else [UNKNOWN]
+    keys = sorted((set(left) | set(right)) - set(NOT_KEYED))
+    return [k for k in keys if left.get(k) != right.get(k)]
