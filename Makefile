@@ -7,7 +7,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export WANDB_MODE := disabled
 
-.PHONY: install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench
+.PHONY: install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -69,6 +69,9 @@ cli-bench: $(STAMP)   # small commands: rewards score (16 rows, 100k vs a refere
 
 step-bench: $(STAMP)   # seconds per tiny CPU training step of Co-rewarding-I, II and III, in the same run
 	$(BIN)/python benchmarks/step_perf.py
+
+audit-bench: $(STAMP)   # corewarding audit's overhead per checkpoint (all but generation and scoring), tiny model
+	$(BIN)/python benchmarks/audit_perf.py
 
 clean:
 	rm -rf runs artifacts data results .pytest_cache

@@ -113,3 +113,13 @@ def test_audit_stores_released_scores_with_their_settings_skips_them_again_and_k
         changed = f"released/{RELEASED[0].cell_id}"
         assert [r for r in after if r[0] == changed] == [(changed, 12, 4)]  # a new score beside the old one
         assert [r for r in after if r[0] != changed] == [r for r in rows if r[0] != changed]
+
+    report = work / "report.html"
+    made = subprocess.run(
+        [str(BIN / "corewarding"), "report", "--matrix", "paper_v3", "--db", str(work / "results.duckdb"),
+         "--out", str(report)], cwd=work, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    html = report.read_text()
+    assert "Released checkpoints: paper · released · reproduced" in html
+    assert all(c.cell_id in html for c in RELEASED) and "settings differ" in html  # seed 0 beside seed 1

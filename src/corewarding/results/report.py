@@ -109,9 +109,15 @@ def collect(
     rules: CollapseRules = RULES,
 ) -> ReportData:
     """Gather the report's tables from a read-only connection."""
-    counts = con.execute("SELECT (SELECT count(*) FROM paper_results), (SELECT count(*) FROM runs)").fetchone()
+    counts = con.execute(
+        "SELECT (SELECT count(*) FROM paper_results), (SELECT count(*) FROM runs) + "
+        "(SELECT count(*) FROM released_checkpoints)"
+    ).fetchone()
     if not counts or not counts[0] or not counts[1]:
-        raise ReportError(f"{db} is empty (no paper numbers or no runs): run `corewarding results ingest` first")
+        raise ReportError(
+            f"{db} is empty (no paper numbers, no runs and no audited released checkpoints): run "
+            "`corewarding results ingest` first"
+        )
     runs = con.execute(
         "SELECT run_id, cell_id, status, backend, last_step, total_steps FROM runs WHERE list_contains(?, cell_id) "
         "ORDER BY cell_id, run_id",
