@@ -64,6 +64,7 @@ class Repo:
     private: bool
     commits: dict[str, Commit] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
+    gated: bool = False  # set by a test: every request to the repo answers 403 GatedRepo, as for a user without access
 
 
 @dataclass
@@ -253,6 +254,8 @@ def find_repo(hub: FakeHub, repo_type: str, repo_id: str) -> Repo:
     repo = hub.repos.get((repo_type, repo_id))
     if repo is None:
         raise HubError(404, f"Repository not found: {repo_id}", "RepoNotFound")
+    if repo.gated:
+        raise HubError(403, f"Access to model {repo_id} is restricted: you must accept its conditions", "GatedRepo")
     return repo
 
 
