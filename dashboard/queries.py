@@ -24,6 +24,7 @@ collapse_inputs = read.collapse_inputs
 runs_without_paper_value = read.runs_without_paper_value
 report_matrix = report.stored_matrix
 released_comparison = released_read.released_comparison  # paper · released · reproduced
+unaudited = released_read.unaudited  # released checkpoints whose audit failed
 
 
 def runs_in_paper_table(con: Con, table: str) -> int:

@@ -127,10 +127,12 @@ def outcome(state: State[Any]) -> tuple[str, Any, str | None]:
 
 
 def ingest_cell(report: CellReport, plan: CellPlan, settings: PipelineSettings) -> None:
-    """Ingest a finished cell into the DuckDB store (the parent is its one writer), unless it failed."""
+    """Ingest a finished cell into the DuckDB store (the parent is its one writer), unless it failed (a failed audit
+    is ingested: its record names the Hub failure)."""
     if "ingest" not in settings.steps:
         return
-    if report.failed:
+    audit_only = [step for step, status in report.steps.items() if status == "failed"] == [audits.AUDIT_STEP]
+    if report.failed and not audit_only:  # a failed audit is ingested: the store lists why it was not audited
         report.record("ingest", "not run")
         return
     state = ingest.with_options(task_run_name=f"ingest {plan.cell_id}", **io_retries(settings))(

@@ -129,3 +129,9 @@ else:
         f"No released checkpoint is audited under the {checker} checker in this store: run `corewarding audit "
         "--matrix paper_v3` to evaluate the paper's released Hub checkpoints, then `corewarding results ingest`."
     )
+failed: pd.DataFrame = query("unaudited", None)
+if len(failed):
+    st.warning(
+        f"{len(failed)} released checkpoint(s) could not be audited (their last audit failed; `corewarding audit` "
+        "tries them again): " + "; ".join(f"{r.cell_id}: {r.error}" for r in failed.itertuples())
+    )

@@ -74,6 +74,21 @@ def test_the_paper_page_without_audits_says_how_to_get_them(db: Path, app: AppTe
     assert "corewarding audit --matrix paper_v3" in message and "corewarding results ingest" in message
 
 
+def test_the_paper_page_names_a_checkpoint_whose_audit_failed(db: Path, app: AppTest) -> None:
+    with writer(db) as con:
+        con.execute(
+            "INSERT INTO released_checkpoints (run_id, cell_id, method, base_model, dataset, hub_repo_id, status, "
+            "error) VALUES ('released/entropy__qwen3-4b-base__math', 'entropy__qwen3-4b-base__math', 'entropy', "
+            "'qwen3-4b-base', 'math', 'TMLR-Group-HF/Entropy-Qwen3-4B-Base-MATH', 'failed', "
+            "'TMLR-Group-HF/Entropy-Qwen3-4B-Base-MATH@main: a gated repository: accept its terms on the Hub, then "
+            "set HF_TOKEN')"
+        )
+    render(app, "views/paper.py")
+    (warning,) = [w.value for w in app.warning]
+    assert warning.startswith("1 released checkpoint(s) could not be audited")
+    assert "entropy__qwen3-4b-base__math: TMLR-Group-HF/Entropy-Qwen3-4B-Base-MATH@main: a gated repository" in warning
+
+
 def test_the_run_page_shows_its_cells_released_checkpoint(app: AppTest) -> None:
     render(app, "views/run.py", run=NEW_RUN)
     assert SUBHEADER in [s.value for s in app.subheader]

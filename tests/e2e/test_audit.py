@@ -90,9 +90,11 @@ def test_audit_stores_released_scores_with_their_settings_skips_them_again_and_k
             settings = json.loads(con.execute("SELECT settings FROM eval_metrics WHERE run_id = ? "
                                               "AND checker = 'math_verify' LIMIT 1",
                                               [f"released/{RELEASED[0].cell_id}"]).fetchone()[0])  # fmt: skip
-        assert audited == {c.cell_id: "done" for c in RELEASED}  # a failed cell is not ingested; its record says why
-        record = json.loads((work / "runs" / MISSING.cell_id / "released" / "audit.json").read_text())
-        assert record["status"] == "failed" and "no such repository" in record["error"]
+            error = con.execute(
+                "SELECT error FROM released_checkpoints WHERE cell_id = ?", [MISSING.cell_id]
+            ).fetchone()
+        assert audited == {**{c.cell_id: "done" for c in RELEASED}, MISSING.cell_id: "failed"}
+        assert error is not None and error[0].startswith(f"{hub_repo_id(MISSING)}@main: no such repository")
         commit = server.state.history(hub_repo_id(RELEASED[0]))[0].oid
         assert settings["generation_backend"] == "transformers" and settings["generation_version"]
         assert settings["seed"] == 0 and settings["n"] == 4 and settings["temperature"] == 0.8
@@ -123,3 +125,4 @@ def test_audit_stores_released_scores_with_their_settings_skips_them_again_and_k
     html = report.read_text()
     assert "Released checkpoints: paper · released · reproduced" in html
     assert all(c.cell_id in html for c in RELEASED) and "settings differ" in html  # seed 0 beside seed 1
+    assert "1 released checkpoint(s) could not be audited" in html and MISSING.cell_id in html

@@ -188,3 +188,12 @@ def settings_listing(frame: pd.DataFrame) -> pd.DataFrame:
                 **shown_settings(settings_dict(row[f"{column}_settings"])),
             })  # fmt: skip
     return pd.DataFrame(rows, columns=["column", "settings_key", *SHOWN], dtype=object)  # ints stay ints
+
+
+def unaudited(con: Con, cell_ids: Sequence[str] | None) -> pd.DataFrame:
+    """The released checkpoints whose last audit failed (a gated repo, a missing revision, no network), with why."""
+    return con.execute(
+        """SELECT cell_id, hub_repo_id, revision, error, audited_at FROM released_checkpoints
+        WHERE status = 'failed' AND (? OR list_contains(?, cell_id)) ORDER BY cell_id""",
+        [cell_ids is None, list(cell_ids or [])],
+    ).fetchdf()

@@ -30,7 +30,7 @@ from corewarding.results.read import (
     paper_tables,
     runs_without_paper_value,
 )
-from corewarding.results.released_read import released_comparison
+from corewarding.results.released_read import released_comparison, unaudited
 from corewarding.results.report_html import num as _num
 from corewarding.results.report_html import table as _table
 from corewarding.results.report_released import released_section
@@ -64,6 +64,7 @@ class ReportData:
     curves: pd.DataFrame  # the metrics collapse detection read (run_id, step, metric, value, cap)
     unpaired: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells of the matrix the paper gives no value
     released: pd.DataFrame = field(default_factory=pd.DataFrame)  # paper · released · reproduced (released_read)
+    unaudited: pd.DataFrame = field(default_factory=pd.DataFrame)  # released checkpoints whose audit failed
 
 
 def _verdict(frame: pd.DataFrame) -> pd.Series:
@@ -128,12 +129,25 @@ def collect(
     comparison = comparison_for(con, cells, checker, policy)
     unpaired = cells_without_paper_value(con, cells)
     released = released_comparison(con, [c.cell_id for c in cells], checker)
+    failed = unaudited(con, [c.cell_id for c in cells])
     log.info(
         "report: %d paper cells, %d runs, %d collapse events, %d released scores",
         len(comparison), len(runs), len(events), len(released),
     )  # fmt: skip
     return ReportData(
-        matrix, db, datetime.now(UTC), checker, policy, len(cells), comparison, runs, events, curves, unpaired, released
+        matrix,
+        db,
+        datetime.now(UTC),
+        checker,
+        policy,
+        len(cells),
+        comparison,
+        runs,
+        events,
+        curves,
+        unpaired,
+        released,
+        failed,
     )
 
 
@@ -322,7 +336,7 @@ def render(data: ReportData) -> str:
     """The report as one HTML document (inline style, images as data: URIs, no scripts)."""
     body = _header(data) + _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
     body += _unpaired_section(data.unpaired)
-    body += released_section(data.released)
+    body += released_section(data.released, data.unaudited)
     body += _collapse_section(data)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -60,9 +60,23 @@ def _settings_table(frame: pd.DataFrame) -> str:
     return table(headers, rows)
 
 
-def released_section(frame: pd.DataFrame) -> str:
-    """The section for a ``released_comparison`` frame of the matrix's cells; without rows, how to get them."""
-    head = f'<h2 id="released">{escape(TITLE)}</h2>'
+def failed_audits(failed: pd.DataFrame | None) -> str:
+    """A paragraph naming the released checkpoints whose last audit failed, with why ('' when none)."""
+    if failed is None or not len(failed):
+        return ""
+    items = "".join(
+        f"<li><code>{escape(str(r.cell_id))}</code> ({escape(str(r.hub_repo_id))}): {escape(str(r.error))}</li>"
+        for r in failed.itertuples()
+    )
+    return (
+        f"<p>{len(failed)} released checkpoint(s) could not be audited (their last audit failed):</p><ul>{items}</ul>"
+    )
+
+
+def released_section(frame: pd.DataFrame, failed: pd.DataFrame | None = None) -> str:
+    """The section for a ``released_comparison`` frame of the matrix's cells and the checkpoints whose audit failed;
+    without rows, how to get them."""
+    head = f'<h2 id="released">{escape(TITLE)}</h2>' + failed_audits(failed)
     if not len(frame):
         return (
             f"{head}<p>No released checkpoint of this matrix is audited in the store: run <code>{AUDIT_HINT}</code>, "
