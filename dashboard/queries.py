@@ -273,11 +273,11 @@ def newest_run_of(con: Con, cell_id: str) -> str | None:
 
 
 def eval_curves(con: Con, run_ids: Sequence[str], checker: str) -> pd.DataFrame:
-    """Evaluation by checkpoint: (run_id, step, benchmark, metric, value, ci_low, ci_high) of every saved step of the
-    runs under ``checker`` (the base model's row, step null, left out)."""
+    """Evaluation by checkpoint: (run_id, step, benchmark, metric, value, ci_low, ci_high, settings, settings_key) of
+    every saved step of the runs under ``checker`` (the base model's row, step null, left out)."""
     return _df(
         con,
-        """SELECT run_id, step, benchmark, metric, value, ci_low, ci_high FROM eval_metrics
+        """SELECT run_id, step, benchmark, metric, value, ci_low, ci_high, settings, settings_key FROM eval_metrics
         WHERE list_contains(?, run_id) AND checker = ? AND step IS NOT NULL ORDER BY run_id, benchmark, metric, step""",
         [list(run_ids), checker],
     )

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
+from corewarding.settings_diff import spread
 from dashboard.common import METHOD_COLOURS, query, require_store, stored_runs, table
 from dashboard.curves_chart import (
     BANDS,
@@ -74,7 +75,23 @@ def evaluation_view(chosen: pd.DataFrame) -> None:
     if evals.empty:
         st.info(f"No checkpoint of the chosen runs is evaluated under {checker}.")
         return
+    warning = settings_warning(evals)
+    if warning:
+        st.warning(warning)
     st.altair_chart(eval_chart(evals, run_labels(chosen)), width="stretch")
+
+
+def settings_warning(evals: pd.DataFrame) -> str | None:
+    """A warning naming each benchmark and metric whose scores were produced under differing settings."""
+    crossed = []
+    for benchmark, rows in evals.groupby("benchmark", sort=True):
+        keys = rows.drop_duplicates(["metric", "settings_key"])
+        if keys.duplicated("metric").any():  # a metric of this benchmark scored under two settings
+            distinct = rows.drop_duplicates("settings_key")
+            crossed.append(f"{benchmark} ({', '.join(spread(list(distinct['settings'])))})")
+    if not crossed:
+        return None
+    return "⚠ settings differ between the scores shown, which are not comparable as they stand: " + "; ".join(crossed)
 
 
 require_store()

@@ -7,6 +7,7 @@ recorded but never compared (it always differs between a released checkpoint and
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -63,3 +64,33 @@ def differing_settings(a: Mapping[str, Any] | str | None, b: Mapping[str, Any] |
         return [] if left is None and right is None else [UNKNOWN]
     keys = sorted((set(left) | set(right)) - set(NOT_KEYED))
     return [k for k in keys if left.get(k) != right.get(k)]
+
+
+def spread(settings: list[Mapping[str, Any] | str | None]) -> list[str]:
+    """The keyed settings that differ anywhere among several scores (each compared with the first), in order.
+
+    >>> spread(['{"seed": 0, "n": 4}', '{"seed": 1, "n": 4}', '{"seed": 0, "n": 8}'])
+    ['seed', 'n']
+    """
+    found: list[str] = []
+    for other in settings[1:]:
+        found += [k for k in differing_settings(settings[0], other) if k not in found]
+    return found
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """A 12-hex key of the settings that make scores comparable (all but the model revision).
+
+    >>> a = {"seed": 0, "model_revision": "org/m@1"}
+    >>> settings_key(a) == settings_key({**a, "model_revision": "org/m@2"})
+    True
+    >>> settings_key(a) == settings_key({**a, "seed": 1})
+    False
+    """
+    keyed = {k: v for k, v in settings.items() if k not in NOT_KEYED}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def settings_json(settings: Mapping[str, Any]) -> str:
+    """The settings as one sorted JSON object (what the store keeps)."""
+    return json.dumps(dict(settings), sort_keys=True, default=str)

@@ -84,6 +84,24 @@ def test_curves_grouped_draw_one_band_per_group(app: AppTest, group: str) -> Non
 def test_curves_of_evaluation_by_checkpoint(app: AppTest) -> None:
     render(app, "views/curves.py", source="evaluation by checkpoint")
     assert app.radio(key="source").value == "evaluation by checkpoint" and app.get("vega_lite_chart")
+    assert not [w for w in app.warning if "settings differ" in w.value]  # the synthetic runs share one protocol
+
+
+def test_evaluation_curves_flag_scores_produced_under_differing_settings(
+    synthetic_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "seeds.duckdb"
+    shutil.copy(synthetic_store, db)
+    with writer(db) as con:  # gt_grpo's runs evaluated again with another seed on MATH500 only
+        con.execute(
+            "UPDATE eval_metrics SET settings = replace(settings, '\"seed\": 0', '\"seed\": 1'), "
+            "settings_key = 'other' WHERE run_id LIKE 'gt_grpo__%' AND benchmark = 'MATH500'"
+        )
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/curves.py", source="evaluation by checkpoint")
+    (warning,) = [w.value for w in app.warning if "settings differ" in w.value]
+    assert "settings differ between the scores shown" in warning
+    assert warning.endswith(": MATH500 (seed)")  # the other benchmarks share one protocol
 
 
 def test_compare_names_a_run_ingested_before_configs_were_kept(

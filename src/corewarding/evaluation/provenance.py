@@ -19,9 +19,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
-from corewarding.settings_diff import NOT_KEYED
 from corewarding.settings_diff import SETTINGS_FIELDS as SETTINGS_FIELDS  # compared by the dashboard and the report
 from corewarding.settings_diff import differing_settings as differing_settings  # on the bottom floor: results reads it
+from corewarding.settings_diff import settings_json as settings_json  # the store's form of the settings
+from corewarding.settings_diff import settings_key as settings_key  # on the bottom floor: synthetic rows use it
 
 
 def package_version(name: str) -> str | None:
@@ -101,21 +102,3 @@ def checker_settings(settings: Mapping[str, Any], checker: str, tool_version: st
     """A unit's settings with the checker that scored a row: math-verify's version, or an external tool's."""
     version = package_version("math-verify") if checker == "math_verify" else tool_version
     return {**settings, "checker_tool": checker, "checker_version": version}
-
-
-def settings_key(settings: Mapping[str, Any]) -> str:
-    """A 12-hex key of the settings that make scores comparable (all but the model revision).
-
-    >>> a = {"seed": 0, "model_revision": "org/m@1"}
-    >>> settings_key(a) == settings_key({**a, "model_revision": "org/m@2"})
-    True
-    >>> settings_key(a) == settings_key({**a, "seed": 1})
-    False
-    """
-    keyed = {k: v for k, v in settings.items() if k not in NOT_KEYED}
-    return hashlib.sha256(json.dumps(keyed, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def settings_json(settings: Mapping[str, Any]) -> str:
-    """The settings as one sorted JSON object (what the store keeps)."""
-    return json.dumps(dict(settings), sort_keys=True, default=str)

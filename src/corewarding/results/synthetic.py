@@ -35,6 +35,7 @@ from corewarding.run_folder import (
     step_dir,
     step_name,
 )
+from corewarding.settings_diff import settings_json, settings_key
 
 BENCHMARKS = ("MATH500", "GSM8K", "AMC", "LCB", "CRUX", "IFEval", "MMLU-Pro")
 EVAL_METRICS = ("pass@1", "avg@8", "pass@8", "maj@8")
@@ -158,11 +159,23 @@ def eval_metrics(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
                             "temperature": 0.8,
                             "seed": 0,
                             "model_revision": "synthetic",
+                            **synthetic_settings(checker),
                         }
                     )
     frame = pd.DataFrame(rows)
     frame["step"] = frame["step"].astype("Int64")
     return frame
+
+
+def synthetic_settings(checker: str) -> dict[str, str]:
+    """The ``settings`` and ``settings_key`` columns of a synthetic score: the paper's protocol on vLLM."""
+    settings = {
+        "generation_backend": "vllm", "generation_version": "synthetic", "tensor_parallel_size": 1,
+        "dtype": "bfloat16", "batch_size": None, "temperature": 0.8, "top_p": 1.0, "n": 8, "max_new_tokens": 3072,
+        "seed": 0, "chat_template_sha256": None, "prompt": "synthetic", "checker_tool": checker,
+        "checker_version": None, "benchmark_sha256": None, "model_revision": "synthetic",
+    }  # fmt: skip
+    return {"settings": settings_json(settings), "settings_key": settings_key(settings)}
 
 
 def eval_samples(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
