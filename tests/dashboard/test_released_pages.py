@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from corewarding.results.store import writer
 from dashboard.released_table import SUBHEADER
 from tests.support import released_store
+from tests.support.apptest import render
 from tests.support.released_store import C3, GT, NEW_RUN, OLD_RUN
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -26,15 +27,6 @@ def db(tmp_path: Path) -> Path:
 def app(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
     return AppTest.from_file(APP, default_timeout=60)
-
-
-def render(app: AppTest, page: str, **params: str) -> AppTest:
-    app.switch_page(page)
-    for key, value in params.items():
-        app.query_params[key] = value
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
 
 
 def released_frame(app: AppTest) -> pd.DataFrame:

@@ -11,18 +11,10 @@ from streamlit.testing.v1 import AppTest
 
 from corewarding.results.store import writer
 from dashboard.config_diff import config_diff
+from tests.support.apptest import render
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 CELL = "co_rewarding_2__qwen2.5-7b__math"
-
-
-def render(app: AppTest, page: str, **params: str) -> AppTest:
-    app.switch_page(page)
-    for key, value in params.items():
-        app.query_params[key] = value
-    app.run()
-    assert not app.exception, [e.value for e in app.exception]
-    return app
 
 
 def test_the_run_page_of_a_cell_named_in_the_url(app: AppTest) -> None:

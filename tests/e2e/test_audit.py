@@ -5,13 +5,11 @@ second score beside the first; the report shows paper, released and reproduced s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import duckdb
 import huggingface_hub
@@ -22,22 +20,11 @@ from corewarding.evaluation.targets import HUB_FILES
 from corewarding.matrix import Cell, hub_repo_id
 from corewarding.tiny.data import write_tiny_dataset
 from corewarding.tiny.model import build_tiny_model
+from tests.support.hub_server import HubServer
 
 BIN = Path(sys.executable).parent
-SERVER_FILE = Path(__file__).resolve().parents[1] / "support" / "hub_server.py"
 RELEASED = [Cell(m, "qwen3-1.7b-base", "math") for m in ("gt_grpo", "majority_voting", "co_rewarding_1")]
 MISSING = Cell("entropy", "qwen3-1.7b-base", "math")  # its repo is not on the server
-
-
-def _server_module() -> ModuleType:
-    name = "corewarding_test_support_hub_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SERVER_FILE)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def _audit(work: Path, env: dict[str, str], cells: list[Cell], *extra: str) -> subprocess.CompletedProcess[str]:
@@ -67,7 +54,7 @@ def test_audit_stores_released_scores_with_their_settings_skips_them_again_and_k
     model = build_tiny_model(artifacts_dir / "tiny-model-sft300", sft_steps=300)
     work = tmp_path / "work"
     write_tiny_dataset(work / "artifacts" / "tiny-data", n_train=64, n_test=16, seed=0)
-    with _server_module().HubServer() as server:
+    with HubServer() as server:
         api = HfApi(endpoint=server.url, token="hf_test")
         for cell in RELEASED:
             api.create_repo(hub_repo_id(cell), exist_ok=True)

@@ -3,12 +3,9 @@ one line per Hub failure, the job a work pool's worker gets, and the dry run's e
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import huggingface_hub
@@ -24,19 +21,7 @@ from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
 from corewarding.pipeline.settings import load_settings
 from corewarding.results.released import ReleasedRecord
-
-SERVER_FILE = Path(__file__).resolve().parents[1] / "support" / "hub_server.py"
-
-
-def _server_module() -> ModuleType:
-    name = "corewarding_test_support_hub_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SERVER_FILE)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from tests.support.hub_server import HubServer
 
 
 @pytest.fixture
@@ -45,7 +30,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    with _server_module().HubServer() as server:
+    with HubServer() as server:
         monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", server.url)  # both read HF_ENDPOINT at import
         template = server.url + "/{repo_id}/resolve/{revision}/{filename}"
         monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)

@@ -14,6 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
+from corewarding.cli.pipeline import selection_kwargs
 from corewarding.config import compose_config
 from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
 from corewarding.matrix import load_matrix
@@ -26,10 +27,6 @@ from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_r
 
 log = logging.getLogger(__name__)
 STEPS = [AUDIT_STEP, "ingest"]
-
-
-def _listing(value: str | None) -> list[str] | None:
-    return [v for v in value.split(",") if v] if value else None
 
 
 def generation_backend(choice: str) -> str:
@@ -47,11 +44,7 @@ def generation_backend(choice: str) -> str:
 def _pipeline_kwargs(args: argparse.Namespace, generation: str) -> dict[str, object]:
     config = list(args.config) + ([f"audit.benchmarks={args.benchmarks}"] if args.benchmarks else [])
     return {
-        "matrix": args.matrix,
-        "methods": _listing(args.method),
-        "base_models": _listing(args.base_model),
-        "datasets": _listing(args.dataset),
-        "cells": _listing(args.cell),
+        **selection_kwargs(args),
         "steps": STEPS,
         "eval_overrides": [f"generation={generation}", *args.overrides],
         "force_evaluate": True if args.force else None,

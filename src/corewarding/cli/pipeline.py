@@ -27,17 +27,19 @@ from corewarding.pipeline.prefect_session import Interrupted, interruptible, pre
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
 
 
-def _listing(value: str | None) -> list[str] | None:
+def listing(value: str | None) -> list[str] | None:
+    """A comma-separated option as a list (None when not given)."""
     return [v for v in value.split(",") if v] if value else None
 
 
-def _selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The matrix and the cell selection options, as the pipeline flow's parameters."""
     return {
         "matrix": args.matrix,
-        "methods": _listing(args.method),
-        "base_models": _listing(args.base_model),
-        "datasets": _listing(args.dataset),
-        "cells": _listing(args.cell),
+        "methods": listing(args.method),
+        "base_models": listing(args.base_model),
+        "datasets": listing(args.dataset),
+        "cells": listing(args.cell),
     }
 
 
@@ -50,7 +52,7 @@ def _preflight(args: argparse.Namespace) -> Any:
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     settings = load_settings(
-        args.config, **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
+        args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
         eval_overrides=args.eval_override, work_pool=args.work_pool,
     )  # fmt: skip
     matrix = load_matrix(settings.selection.matrix)
@@ -78,7 +80,7 @@ def _run_flow(args: argparse.Namespace) -> int:
 
     try:
         result = pipeline(
-            **_selection_kwargs(args), steps=_listing(args.steps), overrides=args.overrides,
+            **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
             eval_overrides=args.eval_override, push=True if args.push else None,
             force_evaluate=True if args.force_evaluate else None, work_pool=args.work_pool, config=args.config,
         )  # fmt: skip
@@ -96,7 +98,7 @@ def _run_flow(args: argparse.Namespace) -> int:
 def _cells(args: argparse.Namespace) -> int:
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
-    settings = load_settings(args.config, **_selection_kwargs(args), overrides=args.overrides)
+    settings = load_settings(args.config, **selection_kwargs(args), overrides=args.overrides)
     plans = plan_cells(settings.selection, settings.overrides)
     for plan in plans:
         print(json.dumps({"cell_id": plan.cell_id, "data_stages": data_stages(plan), **dvc_entry(plan)}))
