@@ -206,8 +206,13 @@ def test_samples_are_ingested_and_duplicates_refused(tmp_path: Path) -> None:
         ("8", 0, True),
     ]
     samples.assign(sample_index=[0, 0, 0]).to_parquet(run / "eval" / "samples.parquet")
-    with pytest.raises(EvalFileError, match=r"samples.parquet: step/benchmark/problem_id/sample_index .* appears 2"):
+    with pytest.raises(
+        EvalFileError, match=r"samples.parquet: step/benchmark/problem_id/sample_index/settings_key .* appears 2"
+    ):
         ingest(db, [tmp_path / "runs"])
+    # the same sample under two settings (an audit's second seed) is two samples, not a duplicate
+    samples.assign(sample_index=[0, 0, 0], settings_key=["a", "b", "a"]).to_parquet(run / "eval" / "samples.parquet")
+    assert ingest(db, [tmp_path / "runs"]).rows["eval_samples"] == 3
 
 
 def test_a_file_gone_from_a_run_takes_its_rows_and_hidden_folders_are_not_runs(tmp_path: Path) -> None:
