@@ -180,6 +180,24 @@ def test_eval_files_are_checked_and_a_failure_keeps_the_previous_rows(tmp_path: 
     assert rows(db, "SELECT count(*) FROM eval_metrics") == [(3,)]  # the failed ingests rolled back
 
 
+def test_a_score_per_settings_key_is_kept_and_a_repeat_under_one_key_refused(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "runs" / "r1", LINES)
+    (run / "eval").mkdir()
+    twice = eval_frame(step=pd.array([20, 20, 20], dtype="Int64"), settings_key=["seed0", "seed1", "seed0"])
+    twice.to_parquet(run / "eval" / "metrics.parquet")
+    db = tmp_path / "r.duckdb"
+    with pytest.raises(
+        EvalFileError, match=r"checker/metric/settings_key \(20, 'MATH500', 'strict', 'pass@1', 'seed0'\)"
+    ):
+        ingest(db, [tmp_path / "runs"])
+    twice.iloc[:2].to_parquet(run / "eval" / "metrics.parquet")
+    ingest(db, [tmp_path / "runs"])
+    assert rows(db, "SELECT settings_key, value, source FROM eval_metrics ORDER BY ALL") == [
+        ("seed0", 0.5, "reproduced"),
+        ("seed1", 0.7, "reproduced"),
+    ]
+
+
 def test_samples_are_ingested_and_duplicates_refused(tmp_path: Path) -> None:
     run = write_run(tmp_path / "runs" / "r1", LINES)
     (run / "eval").mkdir()
