@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import huggingface_hub
+import pandas as pd
 import pytest
 from huggingface_hub import HfApi
 
@@ -19,6 +20,7 @@ from corewarding.pipeline.audit import ReleasedUnavailable, fetch_released
 from corewarding.pipeline.audit_plan import estimate
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
+from corewarding.pipeline.report import CellReport, PipelineReport, format_report
 from corewarding.pipeline.settings import load_settings
 from corewarding.results.released import ReleasedRecord
 from tests.support.hub_server import HubServer
@@ -105,3 +107,17 @@ def test_the_dry_run_uses_a_measured_throughput_and_says_when_it_assumes_one(tmp
     assert assumed.throughput.tokens_per_s == pytest.approx(rate) and assumed.samples == 64
     assert assumed.gpu_hours == pytest.approx(64 * per_sample / rate / 3600)
     assert assumed.throughput.source.startswith("assumed, not measured")
+
+
+def test_the_audit_report_shows_the_audit_step_and_the_released_score(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "gt_grpo__qwen3-4b-base__math"
+    (run_dir / "released" / "eval").mkdir(parents=True)
+    rows = {"step": [None, None], "benchmark": ["math500", "math500"], "checker": ["strict", "math_verify"],
+            "metric": ["pass@1", "pass@1"], "value": [0.25, 0.75]}  # fmt: skip
+    pd.DataFrame(rows).to_parquet(run_dir / "released" / "eval" / "metrics.parquet")
+    cell = CellReport(run_dir.name, str(run_dir), steps={"audit": "done", "ingest": "done"})
+    header, _, line = format_report(PipelineReport("paper_v3", [cell])).splitlines()
+    assert header.split()[:6] == ["cell", "train", "evaluate", "ingest", "publish", "audit"]
+    assert line.split()[1:6] == ["-", "-", "done", "-", "done"] and "math500 pass@1 = 0.750" in line
+    plain = CellReport("gt_grpo__tiny__tiny", str(tmp_path / "none"), steps={"train": "done"})
+    assert "audit" not in format_report(PipelineReport("demo", [plain])).splitlines()[0]  # the demo's table as before

@@ -22,13 +22,14 @@ from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
 from corewarding.evaluation.targets import HUB_FILES, Target
 from corewarding.matrix import hub_repo_id
 from corewarding.pipeline.cells import CellPlan
+from corewarding.pipeline.report import AUDIT
 from corewarding.pipeline.steps import StepResult
 from corewarding.results.released import AuditRecordError, ReleasedRecord, read_record
 from corewarding.run_folder import AUDIT_RECORD, released_dir
 
 log = logging.getLogger(__name__)
 
-AUDIT_STEP = "audit"
+AUDIT_STEP = AUDIT  # the cell flow's step name
 
 
 class ReleasedUnavailable(RuntimeError):

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corewarding.run_folder import EVAL_METRICS, metrics_file
+from corewarding.run_folder import EVAL_METRICS, metrics_file, released_dir
 
 CELL_STEPS = ("train", "evaluate", "ingest", "publish")
+AUDIT = "audit"  # corewarding audit's step: shown, with the released checkpoint's score, when a run has it
 
 
 @dataclass
@@ -113,20 +114,24 @@ def _training_summary(run_dir: Path) -> dict[str, Any]:
     return {"mean reward": summary.mean_reward, "label acc": summary.label_accuracy, "val acc": summary.val_accuracy}
 
 
-def _headline_metric(run_dir: Path) -> tuple[str, float] | None:
-    """The first metric of the newest evaluated step (math-verify checker when present)."""
+def _headline_metric(run_dir: Path, released: bool = False) -> tuple[str, float] | None:
+    """The first metric of the newest evaluated step (math-verify checker when present); ``released``: of an audited
+    released checkpoint's folder (one model, no step)."""
     import pandas as pd  # pandas: imported when used
 
     path = run_dir / EVAL_METRICS
     if not path.is_file():
         return None
-    frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"]).dropna(subset=["step"])
+    frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"])
+    frame = frame if released else frame.dropna(subset=["step"])
     if frame.empty:
         return None
-    frame = frame[frame["step"] == frame["step"].max()]
+    if not released:
+        frame = frame[frame["step"] == frame["step"].max()]
     preferred = frame[frame["checker"] == "math_verify"]
     row = (preferred if not preferred.empty else frame).iloc[0]
-    return f"{row['benchmark']} {row['metric']} @{int(row['step'])}", float(row["value"])
+    label = f"{row['benchmark']} {row['metric']}"
+    return (label if released else f"{label} @{int(row['step'])}"), float(row["value"])
 
 
 def format_report(report: PipelineReport) -> str:
@@ -136,13 +141,16 @@ def format_report(report: PipelineReport) -> str:
         return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
     workers = any(cell.worker or cell.attempt for cell in report.cells)
+    audited = any(AUDIT in cell.steps for cell in report.cells)  # corewarding audit: its step and released score
+    steps = (*CELL_STEPS, AUDIT) if audited else CELL_STEPS
     header = [
         "cell",
-        *CELL_STEPS,
+        *steps,
         "mean reward",
         "label acc",
         "val acc",
         "evaluation",
+        *(["released"] if audited else []),
         *(["attempt", "worker"] if workers else []),
     ]
     body = []
@@ -150,10 +158,12 @@ def format_report(report: PipelineReport) -> str:
         train = _training_summary(Path(cell.run_dir))
         headline = _headline_metric(Path(cell.run_dir))
         shown = f"{headline[0]} = {headline[1]:.3f}" if headline else "-"
+        released = _headline_metric(released_dir(Path(cell.run_dir)), released=True) if audited else None
         body.append(
-            [cell.cell_id, *(cell.steps.get(s, "-") for s in CELL_STEPS)]
+            [cell.cell_id, *(cell.steps.get(s, "-") for s in steps)]
             + [fmt(train.get(k)) for k in ("mean reward", "label acc", "val acc")]
             + [shown]
+            + ([f"{released[0]} = {released[1]:.3f}" if released else "-"] if audited else [])
             + ([cell.attempt or "-", cell.worker or "-"] if workers else [])
         )
     lines = [plain_table(header, body)]
