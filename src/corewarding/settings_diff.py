@@ -12,24 +12,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# The keyed settings, in the order they are listed; the model revision is recorded but never part of the key.
-SETTINGS_FIELDS = (
-    "generation_backend",
-    "generation_version",
-    "tensor_parallel_size",
-    "dtype",
-    "batch_size",
-    "temperature",
-    "top_p",
-    "n",
-    "max_new_tokens",
-    "seed",
-    "chat_template_sha256",
-    "prompt",
-    "checker_tool",
-    "checker_version",
-    "benchmark_sha256",
-)
 NOT_KEYED = ("model_revision",)
 UNKNOWN = "settings unknown"  # one side stored before the settings were kept (store v4)
 
@@ -52,7 +34,8 @@ def settings_dict(value: Mapping[str, Any] | str | None) -> dict[str, Any] | Non
 
 
 def differing_settings(a: Mapping[str, Any] | str | None, b: Mapping[str, Any] | str | None) -> list[str]:
-    """The keyed settings whose values differ between two scores (JSON text or dicts; a missing side: every key).
+    """The keyed settings whose values differ between two scores (JSON text or dicts); ``settings unknown`` when a
+    side has none.
 
     >>> differing_settings('{"seed": 0, "n": 4, "model_revision": "x"}', {"seed": 1, "n": 4, "model_revision": "y"})
     ['seed']
@@ -60,8 +43,8 @@ def differing_settings(a: Mapping[str, Any] | str | None, b: Mapping[str, Any] |
     ['settings unknown']
     """
     left, right = settings_dict(a), settings_dict(b)
-    if left is None or right is None:
-        return [] if left is None and right is None else [UNKNOWN]
+    if left is None or right is None:  # stored before store v4: never called comparable
+        return [UNKNOWN]
     keys = sorted((set(left) | set(right)) - set(NOT_KEYED))
     return [k for k in keys if left.get(k) != right.get(k)]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import duckdb
 
-from corewarding.evaluation.provenance import settings_json, settings_key
 from corewarding.results import schema
+from corewarding.settings_diff import settings_json, settings_key
 
 GT, C3 = "gt_grpo__qwen3-4b-base__math", "co_rewarding_3__qwen3-4b-base__math"
 NEW_RUN, OLD_RUN = f"{GT}@2026-02-01", f"{GT}@2026-01-01"

@@ -18,6 +18,7 @@ from corewarding.evaluation.outputs import settings_columns, write_unit_outputs
 from corewarding.evaluation.provenance import checker_settings, unit_settings
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
+from corewarding.settings_diff import settings_key
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def evaluate_external_unit(
         prompt=str(spec.get("system_prompt") or ""),
         n=int(spec.n),
     )
-    paths = UnitPaths(unit_folder(units_dir, target.label, name, settings if keep_settings else None))
+    paths = UnitPaths(unit_folder(units_dir, target.label, name, settings_key(settings) if keep_settings else None))
     key = digest(external_material(cfg, target))
     if paths.is_done(key, key):
         return UnitOutcome(target.step, name, "unchanged")

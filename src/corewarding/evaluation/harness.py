@@ -28,12 +28,13 @@ from corewarding.evaluation.outputs import (
     sample_rows,
     write_unit_outputs,
 )
-from corewarding.evaluation.provenance import prompt_of, settings_key, unit_settings
+from corewarding.evaluation.provenance import prompt_of, unit_settings
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
 from corewarding.files import file_sha256
 from corewarding.lm.generation import Generator, SamplingSettings, load_generator
 from corewarding.run_folder import EVAL_UNITS
+from corewarding.settings_diff import settings_key
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,8 @@ def evaluate_math_unit(
         prompt=prompt_of(problems, str(cfg.benchmark.system_prompt)),
         n=sampling_of(cfg).n,
     )
-    paths = UnitPaths(unit_folder(units_dir, target.label, name, settings if keep_settings else None))
+    unit_key = settings_key(settings)
+    paths = UnitPaths(unit_folder(units_dir, target.label, name, unit_key if keep_settings else None))
     gen_key, score_key = digest(gen_material), digest(scoring_material(cfg))
     if paths.is_done(gen_key, score_key):
         return UnitOutcome(target.step, name, "unchanged")
@@ -168,7 +170,6 @@ def evaluate_math_unit(
     generations = paths.read_generations()
     started = time.perf_counter()
     samples, counts = sample_rows(cfg, target, problems, generations, checker)
-    unit_key = settings_key(settings)
     for row in samples:
         row["settings_key"] = unit_key
     grouped = group_by_problem(problems, samples)

@@ -17,12 +17,13 @@ from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
 from corewarding.evaluation.metrics import compute_metric
-from corewarding.evaluation.provenance import checker_settings, settings_json, settings_key
+from corewarding.evaluation.provenance import checker_settings
 from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
 from corewarding.files import atomic_path, write_json_atomic
 from corewarding.run_folder import EVAL, EVAL_INDEX, EVAL_METRICS, EVAL_SAMPLES, EVAL_UNITS
+from corewarding.settings_diff import settings_json, settings_key
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,12 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
-from corewarding.settings_diff import SETTINGS_FIELDS as SETTINGS_FIELDS  # compared by the dashboard and the report
-from corewarding.settings_diff import differing_settings as differing_settings  # on the bottom floor: results reads it
-from corewarding.settings_diff import settings_json as settings_json  # the store's form of the settings
-from corewarding.settings_diff import settings_key as settings_key  # on the bottom floor: synthetic rows use it
 
 
+@cache
 def package_version(name: str) -> str | None:
-    """The installed version of a distribution, or None when it is not installed."""
+    """The installed version of a distribution, or None when it is not installed (read once per process: every
+    metric row records its checker's)."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

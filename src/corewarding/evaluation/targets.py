@@ -64,13 +64,14 @@ def folder_fingerprint(folder: Path) -> str:
     return "sha256:" + digest.hexdigest()[:16]
 
 
-def resolve_hub_model(repo_id: str) -> tuple[str, str]:
-    """The local snapshot folder of a Hub model and its commit (downloaded unless HF_HUB_OFFLINE=1 and cached)."""
+def resolve_hub_model(repo_id: str, revision: str | None = None) -> tuple[str, str]:
+    """The local snapshot folder of a Hub model at ``revision`` (None: its main branch) and its commit (downloaded
+    unless HF_HUB_OFFLINE=1 and cached); FileNotFoundError, caused by the Hub's own error, when it cannot be had."""
     from huggingface_hub import snapshot_download  # huggingface_hub: imported when used
 
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
     try:
-        folder = snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=offline)
+        folder = snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES, local_files_only=offline)
     except Exception as exc:  # offline and not cached, unknown repo, network: all end the same way
         raise FileNotFoundError(f"model {repo_id!r}: not a local folder and not loadable from the Hub ({exc})") from exc
     return folder, Path(folder).name

@@ -19,7 +19,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corewarding.evaluation.provenance import settings_key
 from corewarding.files import atomic_path, write_json_atomic
 
 
@@ -53,10 +52,10 @@ def digest(material: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def unit_folder(units_dir: Path, label: str, name: str, settings: dict[str, Any] | None) -> Path:
-    """``units/<step label>/<benchmark>``, or with ``settings`` (an audit keeps every protocol's scores)
-    ``units/<step label>/<benchmark>@<settings key>``."""
-    return units_dir / label / (name if settings is None else f"{name}@{settings_key(settings)}")
+def unit_folder(units_dir: Path, label: str, name: str, key: str | None) -> Path:
+    """``units/<step label>/<benchmark>``, or with a settings ``key`` (an audit keeps every protocol's scores)
+    ``units/<step label>/<benchmark>@<key>``."""
+    return units_dir / label / (name if key is None else f"{name}@{key}")
 
 
 def write_table_atomic(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,15 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
-from corewarding.evaluation.targets import HUB_FILES, Target
+from corewarding.evaluation.targets import Target, resolve_hub_model
 from corewarding.matrix import hub_repo_id
 from corewarding.pipeline.cells import CellPlan
-from corewarding.pipeline.report import AUDIT
+from corewarding.pipeline.report import AUDIT_STEP
 from corewarding.pipeline.steps import StepResult
 from corewarding.results.released import AuditRecordError, ReleasedRecord, read_record
 from corewarding.run_folder import AUDIT_RECORD, released_dir
 
 log = logging.getLogger(__name__)
-
-AUDIT_STEP = AUDIT  # the cell flow's step name
 
 
 class ReleasedUnavailable(RuntimeError):
@@ -58,15 +55,11 @@ def hub_problem(exc: BaseException) -> str:
 
 def fetch_released(repo_id: str, revision: str | None) -> tuple[str, str]:
     """The local snapshot folder of ``repo_id`` at ``revision`` (None: its main branch) and its commit."""
-    from huggingface_hub import snapshot_download  # huggingface_hub: imported when used
-
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
-    where = f"{repo_id}@{revision or 'main'}"
     try:
-        folder = snapshot_download(repo_id, revision=revision, allow_patterns=HUB_FILES, local_files_only=offline)
-    except Exception as exc:  # every Hub failure ends this checkpoint with one line, not a traceback
-        raise ReleasedUnavailable(f"{where}: {hub_problem(exc)}") from None
-    return folder, Path(folder).name
+        return resolve_hub_model(repo_id, revision)
+    except FileNotFoundError as exc:  # every Hub failure ends this checkpoint with one line, not a traceback
+        cause = exc.__cause__ or exc
+        raise ReleasedUnavailable(f"{repo_id}@{revision or 'main'}: {hub_problem(cause)}") from None
 
 
 def audit_stamp(names: list[str], configs: list[Any]) -> str:

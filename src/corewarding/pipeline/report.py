@@ -10,7 +10,7 @@ from typing import Any
 from corewarding.run_folder import EVAL_METRICS, metrics_file, released_dir
 
 CELL_STEPS = ("train", "evaluate", "ingest", "publish")
-AUDIT = "audit"  # corewarding audit's step: shown, with the released checkpoint's score, when a run has it
+AUDIT_STEP = "audit"  # corewarding audit's step: shown, with the released checkpoint's score, when a run has it
 
 
 @dataclass
@@ -141,8 +141,8 @@ def format_report(report: PipelineReport) -> str:
         return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
     workers = any(cell.worker or cell.attempt for cell in report.cells)
-    audited = any(AUDIT in cell.steps for cell in report.cells)  # corewarding audit: its step and released score
-    steps = (*CELL_STEPS, AUDIT) if audited else CELL_STEPS
+    audited = any(AUDIT_STEP in cell.steps for cell in report.cells)  # corewarding audit: its step and released score
+    steps = (*CELL_STEPS, AUDIT_STEP) if audited else CELL_STEPS
     header = [
         "cell",
         *steps,

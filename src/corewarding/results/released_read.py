@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from corewarding.settings_diff import UNKNOWN, differing_settings, settings_dict
+from corewarding.settings_diff import differing_settings, settings_dict
 
 Con = duckdb.DuckDBPyConnection
 
@@ -126,17 +126,18 @@ def _settings_differ(frame: pd.DataFrame) -> list[str]:
     out = pd.Series("", index=frame.index, dtype=object)
     for _, group in frame.groupby(["cell_id", "benchmark", "metric"], sort=False):
         for index, row in group.iterrows():
-            names = _diff(row["released_settings"], row["reproduced_settings"]) if pd.notna(row["reproduced"]) else []
+            names = (
+                differing_settings(row["released_settings"], row["reproduced_settings"])
+                if pd.notna(row["reproduced"])
+                else []
+            )
             if not names:
                 others = group["released_settings"].drop(index)
-                names = sorted({name for other in others for name in _diff(row["released_settings"], other)})
+                names = sorted(
+                    {name for other in others for name in differing_settings(row["released_settings"], other)}
+                )
             out[index] = ", ".join(names)
     return out.tolist()
-
-
-def _diff(a: Any, b: Any) -> list[str]:
-    """``differing_settings``, where a side stored without settings (before store v4) is never called comparable."""
-    return [UNKNOWN] if settings_dict(a) is None or settings_dict(b) is None else differing_settings(a, b)
 
 
 PROMPT_CHARS = 60  # a prompt listed with the settings is cut to this many characters
