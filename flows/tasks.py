@@ -54,8 +54,8 @@ def share_data(store_url: str, paths: list[str]) -> int:
 def fetch(job: CellJob) -> dict[str, Any]:
     """On the worker: the cell's data files and its run folder (newest checkpoint) from the store."""
     assert job.store_url
-    needs_data = bool({"train", "evaluate"} & set(job.steps))  # an audit reads only the released checkpoint
-    return sharing.fetch_cell(sharing.open_store(job.store_url), _job_plan(job), data=needs_data)
+    training = bool({"train", "evaluate"} & set(job.steps))  # an audit reads only the released checkpoint
+    return sharing.fetch_cell(sharing.open_store(job.store_url), _job_plan(job), training=training)
 
 
 @task(name="train", cache_policy=NO_CACHE)

@@ -82,7 +82,7 @@ def evaluation_view(chosen: pd.DataFrame) -> None:
 
 
 def settings_warning(evals: pd.DataFrame) -> str | None:
-    """A warning naming each benchmark and metric whose scores were produced under differing settings."""
+    """A warning naming each benchmark a metric of which was scored under differing settings, and what differs."""
     crossed = []
     for benchmark, rows in evals.groupby("benchmark", sort=True):
         keys = rows.drop_duplicates(["metric", "settings_key"])

@@ -86,11 +86,13 @@ def fetch_data_files(store: ArtifactStore, plan: CellPlan) -> int:
     return copied
 
 
-def fetch_cell(store: ArtifactStore, plan: CellPlan, data: bool = True) -> dict[str, Any]:
-    """On a worker: the cell's data files (unless ``data`` is False) and its run folder (checkpoints included, to
-    resume) from the store."""
-    fetched = fetch_data_files(store, plan) if data else 0
-    pulled = store.pull_run(plan.cell_id, plan.run_dir) if store.has_run(plan.cell_id) else None
+def fetch_cell(store: ArtifactStore, plan: CellPlan, training: bool = True) -> dict[str, Any]:
+    """On a worker: the cell's data files and its run folder (checkpoints included, to resume) from the store;
+    ``training=False`` (an audit, which reads only the released checkpoint and its record): neither data files nor
+    checkpoints."""
+    fetched = fetch_data_files(store, plan) if training else 0
+    has_run = store.has_run(plan.cell_id)
+    pulled = store.pull_run(plan.cell_id, plan.run_dir, checkpoints=training) if has_run else None
     return {"status": "done", "data_files": fetched, "run_files": pulled.files if pulled else 0}
 
 
