@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -84,6 +85,12 @@ def check_eval(cfg: DictConfig) -> None:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def configs_sha256(configs: Sequence[DictConfig]) -> str:
+    """The SHA-256 of every resolved setting of these benchmark configs: what an evaluation stamp compares."""
+    text = "\n".join(OmegaConf.to_yaml(c, resolve=True) for c in configs)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def benchmark_configs(names: Sequence[str], overrides: Sequence[str]) -> list[DictConfig]:

@@ -9,15 +9,12 @@ missing revision, no network) ends this cell with one line; the pipeline goes on
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.settings import benchmark_configs, configs_sha256, expand_benchmarks
 from corewarding.evaluation.targets import Target, resolve_hub_model
 from corewarding.matrix import hub_repo_id
 from corewarding.pipeline.cells import CellPlan
@@ -62,12 +59,6 @@ def fetch_released(repo_id: str, revision: str | None) -> tuple[str, str]:
         raise ReleasedUnavailable(f"{repo_id}@{revision or 'main'}: {hub_problem(cause)}") from None
 
 
-def audit_stamp(names: list[str], configs: list[Any]) -> str:
-    """The SHA-256 of what the audit evaluates with: benchmarks and every resolved setting."""
-    text = "\n".join([",".join(names), *(OmegaConf.to_yaml(c, resolve=True) for c in configs)])
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _previous(folder: Path) -> ReleasedRecord | None:
     if not (folder / AUDIT_RECORD).is_file():
         return None
@@ -86,7 +77,7 @@ def audit_cell(plan: CellPlan, benchmarks: str | None = None, force: bool = Fals
     cell = plan.cell
     names = expand_benchmarks(benchmarks or plan.matrix.eval_benchmarks)
     configs = benchmark_configs(names, plan.evaluation_overrides())
-    stamp = audit_stamp(names, configs)
+    stamp = configs_sha256(configs)  # one config per benchmark: the benchmarks and every resolved setting
     folder = released_dir(plan.run_dir)
     repo_id = hub_repo_id(cell)
     previous = _previous(folder)

@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.settings import benchmark_configs, configs_sha256, expand_benchmarks
 from corewarding.evaluation.targets import run_targets, saved_checkpoints
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
@@ -121,11 +119,10 @@ def _evaluation_inputs(plan: CellPlan) -> tuple[list[Any], dict[str, Any]]:
 
     names = expand_benchmarks(plan.matrix.eval_benchmarks)
     configs = benchmark_configs(names, plan.evaluation_overrides())
-    settings = "\n".join(OmegaConf.to_yaml(c, resolve=True) for c in configs)
     stamp = {
         "steps": checkpoint_signature(plan.run_dir),
         "benchmarks": names,
-        "settings_sha256": hashlib.sha256(settings.encode()).hexdigest(),
+        "settings_sha256": configs_sha256(configs),
     }
     return configs, stamp
 
