@@ -4,12 +4,18 @@ exactly as verl's trainer converts it (``DataProto.to_tensordict`` then ``left_r
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
 from verl import DataProto
 from verl.utils import tensordict_utils as tu
+from verl.utils.metric import Metric
+from verl.utils.py_functional import append_to_dict
 from verl.workers.config import FSDPActorConfig
 from verl.workers.engine.utils import prepare_micro_batches
 from verl.workers.utils.losses import ppo_loss
@@ -23,7 +29,10 @@ VIEWS = ["original", "original", "rephrased", "rephrased"]
 KL_COEF = 0.005
 
 
-def _batch() -> tuple[TensorDict, list[torch.Tensor]]:
+def _batch(
+    shift: Sequence[float] = (0.0,) * 4, advantages: Sequence[float] | None = None
+) -> tuple[TensorDict, list[torch.Tensor]]:
+    """The batch and the policy's log-probs: ``old + shift[row]`` (ratio e^shift), advantages per row if given."""
     gen = torch.Generator().manual_seed(3)
     n = len(RESPONSE_LENS)
     response_mask = torch.zeros(n, R, dtype=torch.long)
@@ -34,26 +43,27 @@ def _batch() -> tuple[TensorDict, list[torch.Tensor]]:
     attention = torch.cat([prompt_mask, response_mask], dim=1)
     input_ids = torch.randint(1, 50, (n, P + R), generator=gen) * attention
     old = -torch.rand(n, R, generator=gen) * response_mask
-    advantages = torch.randn(n, 1, generator=gen).expand(n, R) * response_mask
+    adv_rows = torch.randn(n, 1, generator=gen) if advantages is None else torch.tensor(advantages).unsqueeze(-1)
+    adv = adv_rows.expand(n, R) * response_mask
     ref = (old + 0.3 * torch.randn(n, R, generator=gen)) * response_mask
     proto = DataProto.from_single_dict(
         {
             "prompts": input_ids[:, :P], "responses": input_ids[:, P:], "input_ids": input_ids,
             "attention_mask": attention, "response_mask": response_mask,
             "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
-            "old_log_probs": old, "advantages": advantages.contiguous(), "ref_log_prob": ref,
+            "old_log_probs": old, "advantages": adv.contiguous(), "ref_log_prob": ref,
             "extra_info": np.asarray([{"cr_view": v, "cr_pair": i // 2} for i, v in enumerate(VIEWS)], dtype=object),
         }
     )  # fmt: skip
     data = left_right_2_no_padding(proto.to_tensordict())
     tokens = int(response_mask.sum())
     tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=tokens, global_batch_size=n)
-    # the policy's log-probs as the engine returns them: one value per non-padded token; ratio 1 (= old)
+    # the policy's log-probs as the engine returns them: one value per non-padded token; ratio e^shift
     values = []
     for i in range(n):
         seq = torch.zeros(int(attention[i].sum()))
         length = RESPONSE_LENS[i]
-        seq[-length - 1 : -1] = old[i, :length]  # log-prob of token t sits at position t - 1
+        seq[-length - 1 : -1] = old[i, :length] + shift[i]  # log-prob of token t sits at position t - 1
         values.append(seq)
     return data, [v.requires_grad_(True) for v in values]
 
@@ -110,6 +120,73 @@ def test_micro_batches_add_up_to_the_view_sum(micro: int) -> None:
     per_token, mask = _per_token_loss(data), data["response_mask"].bool()
     expected = per_token[:2][mask[:2]].mean() + per_token[2:][mask[2:]].mean()
     torch.testing.assert_close(total, expected, rtol=1e-5, atol=1e-6)
+
+
+SHIFT = (0.4, -0.1, 0.3, 0.1)  # log-ratio per row: e^0.4 = 1.49 and e^0.3 = 1.35 clip at 1.2 for A > 0
+ADVANTAGES = (1.0, -1.0, 1.0, -1.0)  # e^-0.1 = 0.90 and e^0.1 = 1.11 stay inside [0.8, 1.2] for A < 0
+
+
+def _ranks(n_ranks: int) -> list[tuple[TensorDict, list[torch.Tensor]]]:
+    """The hand batch split over ``n_ranks`` data-parallel ranks (2: the originals on one, the rephrasings on the
+    other), each with the whole batch's token count and view weights, as verl's engine and ``tag_views`` set them."""
+    data, rows = _batch(SHIFT, ADVANTAGES)
+    tag_views(data, row_views(data))
+    if n_ranks == 1:
+        return [(data, rows)]
+    shards = tu.chunk_tensordict(data, n_ranks)
+    per = len(rows) // n_ranks
+    for shard in shards:
+        tu.assign_non_tensor(shard, dp_size=n_ranks)
+    return [(shard, rows[i * per : (i + 1) * per]) for i, shard in enumerate(shards)]
+
+
+def _engine_metrics(n_ranks: int, micro: int) -> dict[str, float]:
+    """One mini-batch's actor metrics reduced as verl 0.9.1 reduces them: per rank the micro-batches' metrics
+    appended (``engine.utils.postprocess_batch_func``), gathered over the ranks (``_postprocess_output``), then
+    ``Metric.aggregate_dp`` (``engine_workers.update_actor``): SUM metrics add the micro-batches, mean over ranks."""
+    gathered: dict[str, list[Metric]] = {}
+    for data, rows in _ranks(n_ranks):
+        tu.assign_non_tensor(data, use_dynamic_bsz=False, micro_batch_size_per_gpu=micro)
+        rank: dict[str, Any] = {}
+        batches, _ = prepare_micro_batches(data)
+        for i, batch in enumerate(batches):
+            log_probs = torch.cat(rows[i * micro : (i + 1) * micro])
+            append_to_dict(rank, view_sum_ppo_loss(_config(), {"log_probs": log_probs}, batch)[1])
+        for key, value in rank.items():
+            if isinstance(value, Metric):
+                gathered.setdefault(key, []).append(value)
+    return {key: float(Metric.aggregate_dp(values)) for key, values in gathered.items()}
+
+
+@pytest.mark.parametrize(("n_ranks", "micro"), [(1, 4), (1, 1), (2, 1), (2, 2)])
+def test_each_views_metrics_are_token_means_over_the_view(n_ranks: int, micro: int) -> None:
+    """ppo_kl (verl's: the mean of old - new log-prob) and the clip fraction of each view over its 7 and 4 tokens,
+    whatever the micro-batches and ranks; a rank or micro-batch without rows of a view still reports it (as 0), so
+    verl's aggregation over ranks sees the same number of values on every rank."""
+    m = _engine_metrics(n_ranks, micro)
+    assert m["actor/ppo_kl_ori"] == pytest.approx((2 * -0.4 + 5 * 0.1) / 7, abs=1e-6)  # rows 0 (2 tokens), 1 (5)
+    assert m["actor/ppo_kl_aug"] == pytest.approx((1 * -0.3 + 3 * -0.1) / 4, abs=1e-6)  # rows 2 (1 token), 3 (3)
+    assert m["actor/pg_clipfrac_ori"] == pytest.approx(2 / 7, abs=1e-6)  # row 0's two tokens clip
+    assert m["actor/pg_clipfrac_aug"] == pytest.approx(1 / 4, abs=1e-6)  # row 2's one token clips
+    pg_ori, pg_aug = (2 * -1.2 + 5 * math.exp(-0.1)) / 7, (1 * -1.2 + 3 * math.exp(0.1)) / 4
+    assert m["actor/pg_loss_ori"] == pytest.approx(pg_ori, abs=1e-6)
+    assert m["actor/pg_loss_aug"] == pytest.approx(pg_aug, abs=1e-6)
+    # the logged aggregate losses are the objective's: the sum of the views' token-means, not one mean over both
+    assert m["actor/pg_loss"] == pytest.approx(pg_ori + pg_aug, abs=1e-6)
+    assert m["kl_loss"] == pytest.approx(m["actor/kl_loss_ori"] + m["actor/kl_loss_aug"], abs=1e-6)
+
+
+def test_the_logged_kl_loss_is_the_sum_of_the_views_k3_means() -> None:
+    data, rows = _batch(SHIFT, ADVANTAGES)
+    tag_views(data, row_views(data))
+    _, metrics = view_sum_ppo_loss(_config(), {"log_probs": torch.cat(rows)}, data)
+    mask = data["response_mask"].bool()
+    d = data["ref_log_prob"] - (data["old_log_probs"] + torch.tensor(SHIFT).unsqueeze(-1))
+    k3 = (d.exp() - d - 1).clamp(-10, 10)
+    kl_ori, kl_aug = float(k3[:2][mask[:2]].mean()), float(k3[2:][mask[2:]].mean())
+    assert metrics["actor/kl_loss_ori"].aggregate() == pytest.approx(kl_ori, abs=1e-6)
+    assert metrics["kl_loss"].aggregate() == pytest.approx(kl_ori + kl_aug, abs=1e-6)
+    assert metrics["actor/pg_clipfrac"].aggregate() == pytest.approx(3 / 11)  # verl's own, over both views
 
 
 def test_switch_off_is_verls_single_token_mean() -> None:

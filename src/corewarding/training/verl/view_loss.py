@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
-from verl.utils.metric import Metric
+from verl.utils.metric import AggregationType, Metric
 from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.base import VIEW_TAGS
@@ -30,6 +30,11 @@ VIEW_WEIGHT_KEY = "cr_view_weight"  # per row: N / N_v of the row's view, over t
 VIEW_EXTRA_KEY = "cr_view"  # extra_info key naming a row's view (set by the data preparation)
 VIEW_NAMES = ("original", "rephrased")  # the two views of a pair cell, in a fixed order on every rank
 SWITCH_KEY = "corewarding_view_sum_loss"  # actor_rollout_ref key, true for pair (two-view) cells; else verl's mean
+SUMMED_METRICS = ("actor/pg_loss", "kl_loss", "actor/entropy_loss")  # loss terms: the sum of the views' token-means
+PER_VIEW_METRICS = {  # verl's metric -> its per-view name (before the _ori / _aug tag; verl adds actor/ to kl_loss)
+    "actor/pg_loss": "actor/pg_loss", "kl_loss": "actor/kl_loss", "actor/pg_clipfrac": "actor/pg_clipfrac",
+    "actor/ppo_kl": "actor/ppo_kl",
+}  # fmt: skip
 
 
 def row_views(data: TensorDict) -> list[str]:
@@ -74,38 +79,57 @@ def view_sum_ppo_loss(
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """sum_v (N / N_v) * ppo_loss(rows of view v): the sum of the per-view token-means (PPO + KL + entropy terms).
 
-    The metrics are verl's, over all rows (the logged ``actor/pg_loss`` stays verl's single token-mean), plus each
-    view's ``actor/{pg_loss,kl_loss,pg_clipfrac,ppo_kl}_{ori,aug}`` (the losses as that view's token-means).
+    Metrics (docs/training.md, "What the loss metrics mean"): ``actor/pg_loss``, ``kl_loss`` and
+    ``actor/entropy_loss`` are the sums over the views of the views' token-means, as optimised (verl's own would be one
+    token-mean over both views); ``actor/pg_clipfrac`` and ``actor/ppo_kl`` stay verl's, over all rows. Per view, always
+    both views in every micro-batch (0 for a view without rows in it): ``actor/{pg_loss,kl_loss,pg_clipfrac,ppo_kl}_
+    {ori,aug}``, each the view's token-mean over the mini-batch once verl's engine adds up the micro-batches.
     """
     _, metrics = ppo_loss(config, model_output, data, dp_group)
     if VIEW_ID_KEY not in data.keys():  # noqa: SIM118  (TensorDict refuses `in`)
         raise KeyError(f"{VIEW_ID_KEY} is missing: tag_views was not run on this batch")
     view_ids, weights, mask = data[VIEW_ID_KEY], data[VIEW_WEIGHT_KEY], data["response_mask"]
     total = torch.zeros((), device=mask.device)
+    if data["batch_num_tokens"] is None:  # verl's engines set it for every mini-batch
+        raise ValueError(f"{SWITCH_KEY} needs the mini-batch's batch_num_tokens (set by verl's engine)")
+    scale = float(data["dp_size"]) / float(data["batch_num_tokens"])  # dp / N, as verl's agg_loss divides
+    per_view = {name: dict.fromkeys(PER_VIEW_METRICS, 0.0) for name in VIEW_NAMES}  # a view without rows here: 0
     for view in view_ids.unique().tolist():  # the views with rows in this micro-batch
         rows = view_ids == view
         part = data.copy()
         part["response_mask"] = mask * rows.to(mask.dtype).unsqueeze(-1)
         loss, part_metrics = ppo_loss(config, model_output, part, dp_group)
-        weight = weights[rows][0]
+        weight = float(weights[rows][0])
         total = total + loss * weight
-        metrics.update(_per_view(part_metrics, float(weight), VIEW_TAGS[VIEW_NAMES[view]]))
+        per_view[VIEW_NAMES[view]] = _per_view(part_metrics, weight, weight * _tokens(part) * scale)
+    for key in SUMMED_METRICS:  # the objective's terms: the views' token-means summed, as the loss
+        if isinstance(metrics.get(key), Metric):
+            metrics[key] = Metric(metrics[key].aggregation, sum(per_view[v].get(key, 0.0) for v in VIEW_NAMES))
+    for view, values in per_view.items():
+        tag = VIEW_TAGS[view]
+        metrics.update(
+            {f"{name}_{tag}": Metric(AggregationType.SUM, values[k]) for k, name in PER_VIEW_METRICS.items()}
+        )
     return total, metrics
 
 
-def _per_view(metrics: dict[str, Any], weight: float, tag: str) -> dict[str, Metric]:
-    """One view's metrics under ``<name>_<tag>``: the losses rescaled from the batch's token count to the view's (as
-    the loss itself), the clip fraction and PPO KL as they are (verl takes them as means over the view's mask)."""
-    out: dict[str, Metric] = {}
-    for key, name, scale in (
-        ("actor/pg_loss", "actor/pg_loss", weight),
-        ("kl_loss", "actor/kl_loss", weight),
-        ("actor/pg_clipfrac", "actor/pg_clipfrac", 1.0),
-        ("actor/ppo_kl", "actor/ppo_kl", 1.0),
-    ):
+def _tokens(data: TensorDict) -> float:
+    """The response tokens of ``data`` on this rank (the mask may be a jagged tensor)."""
+    mask = data["response_mask"]
+    return float((mask.values() if mask.is_nested else mask).sum())
+
+
+def _per_view(metrics: dict[str, Any], weight: float, token_weight: float) -> dict[str, float]:
+    """One view's share of this micro-batch's metrics, each a term of the view's token-mean over the mini-batch.
+
+    The losses are verl's ``sum_{t in v} l_t * dp / N``: times ``N / N_v`` they become the view's. The clip fraction
+    and PPO KL are verl's means over this micro-batch's tokens of the view: times the tokens and ``dp / N_v``
+    (``token_weight``) they become terms that verl's SUM aggregation (over micro-batches; mean over ranks) adds up to
+    the view's token-mean. A loss verl did not compute (``actor/entropy_loss`` at entropy_coeff 0) is left out.
+    """
+    out = dict.fromkeys(PER_VIEW_METRICS, 0.0)
+    for key in {*PER_VIEW_METRICS, *SUMMED_METRICS}:
         metric = metrics.get(key)
         if isinstance(metric, Metric):
-            scaled = Metric(metric.aggregation)
-            scaled.extend([value * scale for value in metric.values])
-            out[f"{name}_{tag}"] = scaled
+            out[key] = float(metric.aggregate()) * (weight if key in SUMMED_METRICS else token_weight)
     return out
