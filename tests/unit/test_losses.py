@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from corewarding.methods.co_rewarding_2 import ema_rate
-from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
+from corewarding.training.losses import (
+    StepLossMetrics,
+    low_var_kl,
+    masked_token_mean,
+    ppo_clip_loss,
+    warmup_cosine_factor,
+)
 from corewarding.training.teacher import ema_update
 
 
@@ -21,6 +27,34 @@ def test_ppo_clip_and_dual_clip_per_token() -> None:
     # token 3: A<0, r=10 -> max(10, 1.2) = 10, dual-clipped to 3; token 4 masked
     assert loss.item() == pytest.approx((-1.2 + 0.8 + 3.0) / 3)
     assert stats["clipfrac"] == pytest.approx(2 / 3)
+    # verl's ppo_kl: the mean of old - new log-prob over the 3 tokens, -(ln 1.5 + ln 0.5 + ln 10) / 3
+    assert stats["ppo_kl"] == pytest.approx(-math.log(7.5) / 3) and stats["tokens"] == 3.0
+
+
+def test_step_loss_metrics_sum_the_views_terms_and_weigh_ratios_by_tokens() -> None:
+    """Two views over two micro-batches: pg_loss and kl_mean are the sums of the views' terms (the objective; they
+    were the views' mean); each view's clip fraction and PPO KL are over its tokens; clipfrac pools each micro-batch's
+    tokens and averages the micro-batches, as verl's actor/pg_clipfrac."""
+    m = StepLossMetrics(n_micro=2)
+    m.add("original", 0.4, 0.02, {"clipfrac": 0.5, "ppo_kl": 0.1, "tokens": 4.0})
+    m.add("rephrased", -0.2, 0.04, {"clipfrac": 0.0, "ppo_kl": -0.3, "tokens": 2.0})
+    m.end_micro_batch()
+    m.add("original", 0.2, 0.06, {"clipfrac": 0.25, "ppo_kl": 0.0, "tokens": 8.0})
+    m.add("rephrased", 0.0, 0.02, {"clipfrac": 1.0, "ppo_kl": 0.5, "tokens": 2.0})
+    m.end_micro_batch()
+    expected = {
+        "pg_loss": 0.3 + -0.1, "kl_mean": 0.04 + 0.03, "clipfrac": (2 / 6 + 4 / 10) / 2,
+        "pg_loss_ori": (0.4 + 0.2) / 2, "kl_mean_ori": (0.02 + 0.06) / 2, "clipfrac_ori": (2 + 2) / 12,
+        "ppo_kl_ori": (0.4 + 0.0) / 12,
+        "pg_loss_aug": (-0.2 + 0.0) / 2, "kl_mean_aug": (0.04 + 0.02) / 2, "clipfrac_aug": (0 + 2) / 4,
+        "ppo_kl_aug": (-0.6 + 1.0) / 4,
+    }  # fmt: skip
+    assert m.result() == pytest.approx(expected)
+    one = StepLossMetrics(n_micro=2)  # one view: its own terms, no per-view names
+    for pg, frac in ((0.4, 0.5), (0.2, 0.0)):
+        one.add("original", pg, 0.01, {"clipfrac": frac, "ppo_kl": 0.0, "tokens": 4.0})
+        one.end_micro_batch()
+    assert one.result() == pytest.approx({"pg_loss": 0.3, "kl_mean": 0.01, "clipfrac": 0.25})
 
 
 def test_low_var_kl_is_k3_and_clamped() -> None:

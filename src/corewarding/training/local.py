@@ -39,7 +39,13 @@ from corewarding.training import run_record
 from corewarding.training.common import RunResult, cell_of, total_steps, training_config_hash
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_training_rows
-from corewarding.training.losses import low_var_kl, masked_token_mean, ppo_clip_loss, warmup_cosine_factor
+from corewarding.training.losses import (
+    StepLossMetrics,
+    low_var_kl,
+    masked_token_mean,
+    ppo_clip_loss,
+    warmup_cosine_factor,
+)
 from corewarding.training.rewards import score_step
 from corewarding.training.run_lock import run_lock
 from corewarding.training.teacher import ema_update
@@ -213,11 +219,12 @@ class LocalTrainer:
         batch.stats = {k: torch.cat(v) for k, v in parts.items()}
 
     def _update(self, batches: list[RolloutBatch], advantages: list[torch.Tensor]) -> dict[str, float]:
-        """One optimizer step: per micro-batch, the views' (PPO + kl_coef * KL) token-means summed, / grad-accum."""
+        """One optimizer step: per micro-batch, the views' (PPO + kl_coef * KL) token-means summed, / grad-accum; the
+        metrics are ``StepLossMetrics``'s (docs/training.md, "What the loss metrics mean")."""
         g = self.cfg.grpo
         self.policy.train()
         slices = self._micro_slices(len(batches[0].uids), int(g.micro_batch_size))
-        per_view = {b.view: {"pg_loss": 0.0, "kl_mean": 0.0, "clipfrac": 0.0} for b in batches}
+        metrics = StepLossMetrics(len(slices))
         for rows in slices:
             loss = torch.zeros(())
             for batch, adv in zip(batches, advantages, strict=True):
@@ -230,10 +237,8 @@ class LocalTrainer:
                 )  # fmt: skip
                 kl = masked_token_mean(low_var_kl(logp, batch.stats["ref_logp"][rows]), mask)
                 loss = loss + pg + (float(g.kl_coef) * kl if g.use_kl_loss else 0.0)
-                sums = per_view[batch.view]
-                sums["pg_loss"] += pg.item() / len(slices)
-                sums["kl_mean"] += kl.item() / len(slices)
-                sums["clipfrac"] += stats["clipfrac"] / len(slices)
+                metrics.add(batch.view, pg.item(), kl.item(), stats)
+            metrics.end_micro_batch()
             (loss / len(slices)).backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), float(self.cfg.optimizer.grad_clip))
         lr = self.scheduler.get_last_lr()[0]
@@ -243,10 +248,8 @@ class LocalTrainer:
             log.warning("non-finite gradient norm; optimizer step skipped")
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
-        out = {k: sum(v[k] for v in per_view.values()) / len(per_view) for k in ("pg_loss", "kl_mean", "clipfrac")}
-        if len(per_view) > 1:  # two views trained (Co-rewarding-I, III): each view's losses too (pg_loss_ori, ...)
-            out |= {f"{k}_{VIEW_TAGS[view]}": v for view, sums in per_view.items() for k, v in sums.items()}
-        return {**out, "grad_norm": float(grad_norm), "lr": float(lr)}
+        # pg_loss, kl_mean: the views' terms summed, as optimised; two views: each view's too (pg_loss_ori, ...)
+        return {**metrics.result(), "grad_norm": float(grad_norm), "lr": float(lr)}
 
     def train_step(self, step: int) -> dict[str, Any]:
         started = time.perf_counter()

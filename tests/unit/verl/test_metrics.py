@@ -7,8 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from verl.utils.py_functional import rename_dict
+from verl.workers.utils.losses import ppo_loss
 
+from corewarding.training.losses import StepLossMetrics
 from corewarding.training.verl.metrics import ORDER, export_metrics, next_attempt_file
+from tests.unit.verl.test_view_loss import ADVANTAGES, SHIFT, _batch, _config, _engine_metrics
+
+LOSS_KEYS = ("actor/pg_loss", "actor/kl_loss", "actor/pg_clipfrac")  # verl's own; the per-view run replaces them
 
 
 def step_record(step: int, reward: float, val: float | None = None, ema: float | None = None) -> dict:
@@ -72,3 +79,47 @@ def test_a_corrupt_line_before_the_end_is_an_error_naming_it(tmp_path: Path) -> 
     with pytest.raises(ValueError, match=r"attempt-001.jsonl:2: not JSON"):
         export_metrics(logs, tmp_path / "metrics.jsonl")
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def _exported_step(tmp_path: Path, actor: dict[str, float], extra: dict[str, float]) -> dict:
+    """The exported row of one verl step whose actor metrics are ``actor`` (as the trainer logs them)."""
+    data = {k: v for k, v in step_record(1, 0.5)["data"].items() if k not in LOSS_KEYS}
+    record = {"step": 1, "data": {**data, **rename_dict(actor, "actor/"), **extra}}
+    write(next_attempt_file(tmp_path / "verl_logs"), [record])
+    export_metrics(tmp_path / "verl_logs", tmp_path / "metrics.jsonl")
+    return json.loads((tmp_path / "metrics.jsonl").read_text())
+
+
+@pytest.mark.parametrize("views", [("original",), ("original", "rephrased")])
+def test_the_loss_metrics_carry_the_local_backends_names(views: tuple[str, ...], tmp_path: Path) -> None:
+    """The loss and entropy names of a step: verl's (from verl's own ppo_loss, or for two views the per-view sum,
+    reduced as verl's engine reduces them) through the exporter equal the local backend's, one view and two."""
+    local = StepLossMetrics(n_micro=1)
+    for view in views:
+        local.add(view, 0.1, 0.01, {"clipfrac": 0.0, "ppo_kl": 0.0, "tokens": 1.0})
+    local.end_micro_batch()
+    local_names = set(local.result()) | {"entropy_mean"}
+    if len(views) == 2:
+        actor = _engine_metrics(n_ranks=1, micro=1)
+        row = _exported_step(tmp_path, actor, {"actor/entropy_ori": 0.5, "actor/entropy_aug": 0.25})
+        local_names |= {"entropy_mean_ori", "entropy_mean_aug"}
+    else:
+        data, rows = _batch(SHIFT, ADVANTAGES)
+        _, metrics = ppo_loss(_config(), {"log_probs": torch.cat(rows)}, data)
+        actor = {k: float(v.aggregate()) if hasattr(v, "aggregate") else v for k, v in metrics.items()}
+        row = _exported_step(tmp_path, actor, {})
+    names = {k for k in row if k.startswith(("pg_loss", "kl_mean", "clipfrac", "ppo_kl", "entropy_mean"))}
+    assert names == local_names
+    if len(views) == 2:  # the aggregates are the sums of the views' terms; ppo_kl is each view's, by hand
+        assert row["pg_loss"] == pytest.approx(row["pg_loss_ori"] + row["pg_loss_aug"])
+        assert row["kl_mean"] == pytest.approx(row["kl_mean_ori"] + row["kl_mean_aug"])
+        assert row["ppo_kl_ori"] == pytest.approx((2 * -0.4 + 5 * 0.1) / 7, abs=1e-6)
+        assert row["ppo_kl_aug"] == pytest.approx((1 * -0.3 + 3 * -0.1) / 4, abs=1e-6)
+        assert list(row) == [k for k in ORDER if k in row]
+
+
+def test_each_views_ppo_kl_is_exported(tmp_path: Path) -> None:
+    """methods.md 1.7's per-view ``actor/ppo_kl_{ori,aug}`` become ``ppo_kl_{ori,aug}`` (they were dropped)."""
+    per_view = {f"actor/ppo_kl_{t}": v for t, v in (("ori", 0.0125), ("aug", -0.003))}
+    row = _exported_step(tmp_path, {"pg_loss": -0.1, "kl_loss": 0.01, "pg_clipfrac": 0.0, **per_view}, {})
+    assert (row["ppo_kl_ori"], row["ppo_kl_aug"]) == (0.0125, -0.003)

@@ -18,6 +18,7 @@ from typing import Any
 
 from corewarding.methods.base import VIEW_TAGS
 from corewarding.methods.co_rewarding_3 import LABEL_METRICS
+from corewarding.training.losses import PER_VIEW_LOSS_METRICS
 
 ATTEMPT_GLOB = "attempt-*.jsonl"
 FROM_VERL = {
@@ -34,9 +35,10 @@ FROM_VERL = {
 }
 PER_VIEW_FROM_VERL = {
     "entropy_mean": "actor/entropy", "kl_mean": "actor/kl_loss", "pg_loss": "actor/pg_loss",
-    "clipfrac": "actor/pg_clipfrac",
+    "clipfrac": "actor/pg_clipfrac", "ppo_kl": "actor/ppo_kl",
 }  # fmt: skip
 for _tag in VIEW_TAGS.values():  # two-view methods: each view's losses and entropy, ``pg_loss_ori`` <- ``..._ori``
+    # (what each name means on both backends: docs/training.md, "What the loss metrics mean")
     FROM_VERL.update({f"{ours}_{_tag}": f"{theirs}_{_tag}" for ours, theirs in PER_VIEW_FROM_VERL.items()})
 VIEW_LABEL_METRICS = tuple(f"{tag}_{name}" for tag in VIEW_TAGS.values() for name in LABEL_METRICS)
 FROM_HOOK = (
@@ -47,7 +49,7 @@ ORDER = (
     "step", "epoch", "reward_mean", "label_accuracy", "nonempty_label_rate", "vote_agreement",
     "missing_ground_truth", *VIEW_LABEL_METRICS, "response_length_mean", "truncation_rate", "entropy_mean",
     *(f"entropy_mean_{tag}" for tag in VIEW_TAGS.values()), "kl_mean", "pg_loss", "clipfrac",
-    *(f"{name}_{tag}" for tag in VIEW_TAGS.values() for name in ("pg_loss", "kl_mean", "clipfrac")),
+    *(f"{name}_{tag}" for tag in VIEW_TAGS.values() for name in PER_VIEW_LOSS_METRICS),
     "grad_norm", "lr", "ema_rate", "math_verify_timeouts", "math_verify_errors", "step_seconds", "val_accuracy",
 )  # fmt: skip
 VAL_KEY = re.compile(r"^val-core/.+/acc/mean@\d+$")
