@@ -125,6 +125,24 @@ def check_rephrased_source(cfg: DictConfig) -> None:
         raise ConfigError(f"dataset.rephrased_source={source!r}: must be one of {', '.join(REPHRASED_SOURCES)}")
 
 
+def teacher_dtype_problem(dtype: object) -> str | None:
+    """Why ``method.teacher.dtype`` cannot work, or None: the EMA teacher must be float32 on both backends.
+
+    Both keep the teacher in its own dtype and update it in place, ``t <- (1 - a) t + a p``. The late-schedule rates
+    (``alpha_end`` 1e-5) are far below bfloat16's relative step (2^-8) and float16's (2^-11), so in either the update
+    rounds back to the old value and the teacher stops following the policy.
+    """
+    if str(dtype) == "float32":
+        return None
+    step = {"bfloat16": "2^-8", "float16": "2^-11"}.get(str(dtype))
+    if step:
+        return (
+            f"method.teacher.dtype={dtype!r}: must be float32: the EMA's late rates (~1e-5 a step) are below "
+            f"{dtype}'s rounding step ({step}), so the teacher would stop moving"
+        )
+    return f"method.teacher.dtype={dtype!r}: must be float32"
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts."""
     for key, ok, requirement in _CHECKS:
@@ -152,8 +170,9 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"method.teacher.ema alpha_start/alpha_end={ema.alpha_start}/{ema.alpha_end}: must be in [0, 1]"
             )
-        if str(teacher.dtype) not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"method.teacher.dtype={teacher.dtype!r}: must be float32, bfloat16 or float16")
+        problem = teacher_dtype_problem(teacher.dtype)
+        if problem:
+            raise ConfigError(problem)
         if ema.update_interval < 1:
             raise ConfigError(f"method.teacher.ema.update_interval={ema.update_interval!r}: must be >= 1")
 

@@ -164,11 +164,12 @@ def test_resume_under_another_config_is_refused(artifacts_dir: Path, tmp_path: P
         LocalTrainer(changed, tmp_path / "majority_voting__tiny__tiny", progress=False)
 
 
-def test_teacher_dtype_is_honoured(artifacts_dir: Path, tmp_path: Path) -> None:
-    cfg = compose_config(tiny_overrides("co_rewarding_2", artifacts_dir, tmp_path, "method.teacher.dtype=bfloat16"))
-    trainer = LocalTrainer(cfg, tmp_path / "bf16", progress=False)
-    assert trainer.teacher.dtype == torch.bfloat16 and trainer.policy.dtype == torch.float32
-    assert trainer.train_step(1)["ema_rate"] == pytest.approx(0.01)
+def test_a_non_fp32_teacher_is_refused(artifacts_dir: Path, tmp_path: Path) -> None:
+    """A bf16 teacher's EMA rounds away at the late rates (tests/unit/test_teacher_dtype.py): refused at once."""
+    from corewarding.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"method\.teacher\.dtype='bfloat16': must be float32"):
+        compose_config(tiny_overrides("co_rewarding_2", artifacts_dir, tmp_path, "method.teacher.dtype=bfloat16"))
 
 
 def test_rollouts_ignore_the_models_own_sampling_settings(artifacts_dir: Path) -> None:

@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from corewarding.config import ConfigError
+from corewarding.config import ConfigError, teacher_dtype_problem
 from corewarding.run_folder import CHECKPOINTS, VERL_DATA, VERL_LOGS, metrics_file
 from corewarding.training.common import cell_of
 
@@ -86,8 +86,9 @@ def check_supported(cfg: DictConfig) -> None:
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
         raise ConfigError(f"verl.checkpoints_to_keep={keep!r}: must be a whole number >= 1, or null to keep every save")
     teacher = cfg.method.get("teacher")
-    if teacher and str(teacher.dtype) not in TORCH_TO_VERL_DTYPE:
-        raise ConfigError(f"method.teacher.dtype={teacher.dtype!r}: must be one of {', '.join(TORCH_TO_VERL_DTYPE)}")
+    problem = teacher_dtype_problem(teacher.dtype) if teacher else None
+    if problem:
+        raise ConfigError(problem)
 
 
 def ray_address(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> str | None:
