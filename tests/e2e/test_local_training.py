@@ -19,6 +19,7 @@ import torch
 
 from corewarding.config import compose_config
 from corewarding.training.local import LocalTrainer, train
+from corewarding.training.verl.metrics import FROM_HOOK, FROM_VERL
 
 METHODS = [
     "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
@@ -67,6 +68,8 @@ def test_every_method_trains_two_steps(method: str, artifacts_dir: Path, tmp_pat
     steps = [m for m in result.metrics if m["step"] > 0]
     assert [m["step"] for m in result.metrics] == [0, 1, 2]
     assert set(steps[0]) >= SECTION_10_METRICS
+    # every name logged here has a verl source in the exporter (ppo_kl_{ori,aug} had none; docs/training.md)
+    assert set(steps[0]) - {"step", "ema_rate", "val_accuracy", *FROM_VERL, *FROM_HOOK} == set()
     assert "val_accuracy" in result.metrics[0] and "val_accuracy" in steps[-1]
     for m in steps:
         assert 0.0 <= m["truncation_rate"] <= 1.0 and m["response_length_mean"] > 0
