@@ -6,6 +6,7 @@ non-tensor columns; without them a row is an ``original`` rollout grouped by its
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 from verl import DataProto
+from verl.protocol import union_numpy_dict
 
 from corewarding.lm.rollout import RolloutBatch
 
@@ -100,3 +102,49 @@ def token_level(sequence_rewards: torch.Tensor, response_mask: torch.Tensor) -> 
     last = (response_mask.long().sum(-1) - 1).clamp(min=0)
     out[torch.arange(out.shape[0]), last] = sequence_rewards.float()
     return out
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as verl's ``union_numpy_dict`` compares cells (``protocol._deep_equal``): same type, a float NaN equal
+    to a NaN, arrays element by element (dtype and shape first), anything else by ``==``."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, np.ndarray):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if a.dtype != object:
+            return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+        return all(map(same_value, a.flat, b.flat))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # e.g. dicts holding arrays: verl's assert fails on them too
+        return False
+
+
+def column_conflict(key: str, returned: np.ndarray, ours: np.ndarray) -> str | None:
+    """Why a non-tensor column verl returned differs from ours (its first differing row), or None when equal."""
+    if returned.shape != ours.shape or returned.dtype != ours.dtype:
+        return (
+            f"column {key!r}: verl's agent loop returned shape {returned.shape} and dtype {returned.dtype}, "
+            f"the dataset's has {ours.shape} and {ours.dtype}"
+        )
+    for row, (theirs, mine) in enumerate(zip(returned.flat, ours.flat, strict=True)):
+        if not same_value(theirs, mine):
+            return (
+                f"column {key!r} differs at row {row}: verl's agent loop returned {theirs!r}, the dataset has {mine!r}"
+            )
+    return None
+
+
+def union_columns(returned: dict[str, np.ndarray], ours: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """verl's ``union_numpy_dict(returned, ours)`` (``DataProto.union``'s, for non-tensor columns); a column both
+    hold with different contents is a ValueError naming it and its first differing row, where verl's own check is
+    an ``assert`` (gone under ``python -O``)."""
+    for key, column in ours.items():
+        if key in returned:
+            problem = column_conflict(key, np.asarray(returned[key]), np.asarray(column))
+            if problem is not None:
+                raise ValueError(problem)
+    return union_numpy_dict(returned, ours)

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 from verl import DataProto
-from verl.protocol import union_numpy_dict
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils import tensordict_utils as tu
 from verl.workers.reward_manager import get_reward_manager_cls
@@ -32,6 +31,7 @@ from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_pad
 
 from corewarding import methods
 from corewarding.methods.co_rewarding_2 import ema_rate
+from corewarding.training.verl.batch import union_columns
 from corewarding.training.verl.checkpoint_guard import check_pickles, resume_folder
 from corewarding.training.verl.hook import ROW_KEY, manager_input, rm_scores_for, view_entropy
 from corewarding.training.verl.metrics import export_metrics
@@ -144,7 +144,7 @@ class CorewardingTrainer(RayPPOTrainer):
         teacher_out = self.async_rollout_manager.generate_sequences(teacher_in)
         self.checkpoint_manager.sleep_replicas()  # type: ignore[attr-defined]  # built by init_workers
         teacher_out.meta_info.pop("timing", None)
-        teacher_out.non_tensor_batch = union_numpy_dict(teacher_out.non_tensor_batch, columns)  # DataProto.union's
+        teacher_out.non_tensor_batch = union_columns(teacher_out.non_tensor_batch, columns)  # DataProto.union's
         return teacher_out, rate
 
     def _logits_statistic(self, batch: DataProto) -> torch.Tensor:
