@@ -106,6 +106,7 @@ _CHECKS: list[tuple[str, Any, str]] = [
     ("vote.math_verify_timeout_s", lambda v: v > 0, "> 0"),
     ("verl.nnodes", lambda v: v >= 1, ">= 1"),
     ("verl.n_gpus_per_node", lambda v: v >= 1, ">= 1"),
+    ("verl.platform", lambda v: v in ("cuda", "cpu"), "cuda, or cpu (verl's CPU end-to-end run, make verl-e2e)"),
 ]
 
 

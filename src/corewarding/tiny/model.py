@@ -114,20 +114,40 @@ def _train_tokenizer(dataset: TinyDataset, vocab_size: int) -> Any:
     return tokenizer
 
 
-def _build_model(tokenizer: Any, seed: int, hidden_size: int, num_layers: int, num_heads: int, vocab_size: int) -> Any:
-    """Create a seeded random-weight ``Qwen2ForCausalLM`` whose special ids match the tokenizer."""
+ARCHITECTURES = ("qwen2", "qwen3")
+
+
+def _build_model(
+    tokenizer: Any,
+    seed: int,
+    hidden_size: int,
+    num_layers: int,
+    num_heads: int,
+    vocab_size: int,
+    architecture: str = "qwen2",
+    head_dim: int | None = None,
+) -> Any:
+    """Create a seeded random-weight ``Qwen2ForCausalLM`` (or ``Qwen3ForCausalLM``, the architecture verl's CPU
+    end-to-end run serves with vLLM) whose special ids match the tokenizer."""
     from transformers import (  # transformers: imported when used
         GenerationConfig,
         Qwen2Config,
         Qwen2ForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
     )
+
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"tiny architecture {architecture!r}: must be one of {', '.join(ARCHITECTURES)}")
 
     if len(tokenizer) > vocab_size:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than vocab_size={vocab_size}")
     eos_id = tokenizer.convert_tokens_to_ids(IM_END)
     pad_id = tokenizer.convert_tokens_to_ids(PAD)
     bos_id = tokenizer.convert_tokens_to_ids(ENDOFTEXT)
-    config = Qwen2Config(
+    config_cls, model_cls = (Qwen3Config, Qwen3ForCausalLM) if architecture == "qwen3" else (Qwen2Config, Qwen2ForCausalLM)
+    extra = {} if head_dim is None else {"head_dim": head_dim}  # vLLM's CPU attention refuses head_dim 16
+    config = config_cls(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
         intermediate_size=4 * hidden_size,
@@ -140,9 +160,10 @@ def _build_model(tokenizer: Any, seed: int, hidden_size: int, num_layers: int, n
         eos_token_id=eos_id,
         pad_token_id=pad_id,
         use_cache=True,
+        **extra,
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    model = model_cls(config)
     model.generation_config = GenerationConfig(bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id)
     return model
 
@@ -223,6 +244,8 @@ def build_tiny_model(
     vocab_size: int = 1024,
     sft_steps: int = 0,
     sft_lr: float = 3e-3,
+    architecture: str = "qwen2",
+    head_dim: int | None = None,
 ) -> Path:
     """Build (or reuse) a tiny Qwen2 model + tokenizer in ``out_dir`` and return the directory.
 
@@ -240,6 +263,8 @@ def build_tiny_model(
         "sft_steps": sft_steps,
         "sft_lr": sft_lr,
     }
+    if architecture != "qwen2" or head_dim is not None:  # the default builds keep their markers (and caches)
+        params.update(architecture=architecture, head_dim=head_dim)
     if _read_marker(out_dir) == params:
         return out_dir
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +274,9 @@ def build_tiny_model(
         started = time.perf_counter()
         dataset = make_tiny_dataset(seed=seed)
         tokenizer = _train_tokenizer(dataset, vocab_size)
-        model = _build_model(tokenizer, seed, hidden_size, num_layers, num_heads, vocab_size)
+        model = _build_model(
+            tokenizer, seed, hidden_size, num_layers, num_heads, vocab_size, architecture, head_dim
+        )
         if sft_steps > 0:
             final_loss = _run_sft(model, tokenizer, dataset, sft_steps, sft_lr, seed)
             logger.info("tiny model sft: %d steps, final loss %.4f", sft_steps, final_loss)

