@@ -78,9 +78,16 @@ class CorewardingWorker(ActorRolloutRefWorker):
 
     @register(dispatch_mode=ONE_TO_ALL, blocking=False)
     async def corewarding_teacher_to_rollout(self, global_steps: int | None = None) -> None:
-        """Load the teacher's weights into the sleeping rollout engine and wake it (verl's naive sync path)."""
+        """Load the teacher's weights into the sleeping rollout engine and wake it (verl's naive sync path), cast to
+        the rollout's dtype on this side (``rollout_weights``: verl would send the fp32 teacher as is)."""
+        from verl.utils.torch_dtypes import PrecisionType
+
+        from corewarding.training.verl.rollout_weights import CastWeights, EngineHolder
+
         actor, ref = self._engines()
-        self.actor = ref  # update_weights reads self.actor.engine; the teacher engine has the same interface
+        dtype = PrecisionType.to_dtype(str(self.config.rollout.dtype))
+        # update_weights reads self.actor.engine only; the teacher's engine has the same interface
+        self.actor = EngineHolder(CastWeights(ref.engine, dtype))  # type: ignore[assignment]
         try:
             await self.update_weights(global_steps=global_steps, mode="naive")
         finally:
