@@ -18,7 +18,7 @@ from corewarding.training.common import cell_of
 from corewarding.training.errors import CheckpointError
 from corewarding.training.verl.launch import VerlLaunch, train_verl
 from corewarding.training.verl.merge import merge_checkpoint
-from corewarding.training.verl.plan import ResourcePlan, plan_cell, table
+from corewarding.training.verl.plan import ResourcePlan, VerlFacts, plan_cell, table, this_machine
 from corewarding.training.verl.snapshot import default_dir, stale_snapshots, write_snapshots
 from corewarding.training.verl.verl_config import to_verl_config, verl_yaml
 
@@ -26,10 +26,11 @@ from corewarding.training.verl.verl_config import to_verl_config, verl_yaml
 def dry_run(cfg: DictConfig, run_dir: str | None) -> int:
     """Validate ``cfg``'s verl cell without training: one JSON line, after the cell's memory and disk estimate as a
     table row; a cell that does not fit ``verl.gpu_memory_gb`` / ``host_memory_gb`` / ``disk_gb`` is refused (exit
-    2, one line)."""
+    2, one line). Where ``host_memory_gb`` / ``disk_gb`` are null, this machine's memory and the free disk under the
+    run folder are checked instead."""
 
     run = train_verl(cfg, Path(run_dir) if run_dir else None, dry_run=True)
-    plan = plan_cell(cfg, str(run.verl_config.actor_rollout_ref.ref.fsdp_config.model_dtype))
+    plan = plan_cell(cfg, VerlFacts.of(run.verl_config), this_machine(run.run_dir))
     print(table([plan]))
     if not plan.fits:
         print(f"error: {plan.cell_id} does not fit: {'; '.join(plan.problems)}", file=sys.stderr)

@@ -132,7 +132,8 @@ def test_unknown_keys_and_unsupported_values_name_the_key() -> None:
 
 
 def test_dry_run_validates_with_verl_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["train", *PAPER, "method=co_rewarding_1", "backend=verl", "--dry-run"]) == 0
+    limits = ["verl.host_memory_gb=512", "verl.disk_gb=4096"]  # a GPU node's, not this machine's
+    assert main(["train", *PAPER, "method=co_rewarding_1", "backend=verl", *limits, "--dry-run"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["dry_run"] is True and summary["prompts_per_step"] == 256 and summary["gpus"] == 4
     assert "batch reward manager CoRewarding1RewardManager" in summary["checks"]

@@ -22,6 +22,7 @@ from corewarding.training.verl.snapshot import HEADER, default_dir
 from corewarding.training.verl.verl_config import to_verl_config, verl_yaml
 
 CELL = ["method=gt_grpo", "base_model=qwen3-8b-base", "dataset=math"]
+LIMITS = ["verl.host_memory_gb=512", "verl.disk_gb=4096"]  # a GPU node's: the dry run checks this machine's otherwise
 HEAD = "10.0.0.1:6379"
 
 
@@ -82,11 +83,11 @@ def test_joining_a_cluster_refuses_what_ray_refuses() -> None:
 
 def test_dry_run_shows_nodes_and_address(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("RAY_ADDRESS", HEAD)
-    assert main(["train", *CELL, "backend=verl", "verl.nnodes=2", "--dry-run"]) == 0
+    assert main(["train", *CELL, "backend=verl", "verl.nnodes=2", *LIMITS, "--dry-run"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (summary["nnodes"], summary["ray_address"], summary["gpus"]) == (2, HEAD, 8)
     # vLLM at 0.6: on one node the default 0.8 leaves an 8B cell's plan over 80 GB (test_plan.py)
-    assert main(["train", *CELL, "backend=verl", "verl.gpu_memory_utilization=0.6", "--dry-run"]) == 0
+    assert main(["train", *CELL, "backend=verl", "verl.gpu_memory_utilization=0.6", *LIMITS, "--dry-run"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (summary["nnodes"], summary["ray_address"], summary["gpus"]) == (1, None, 4)
 

@@ -1,28 +1,47 @@
 """How much GPU memory, host memory and disk a verl cell needs: arithmetic on the composed config (no torch, no verl).
 
-The estimate follows what verl 0.9.1 keeps where (read from its FSDP engine and vLLM rollout code; ``docs/gpu-plan.md``
-works one 8B cell through it). One GB here is 2**30 bytes, as ``nvidia-smi`` and torch report memory.
+The estimate follows what verl 0.9.1 keeps where (read from its FSDP engine, ``engine_workers.py`` and its vLLM
+rollout; ``docs/gpu-plan.md`` works one 8B cell through it with the verl lines). One GB here is 2**30 bytes, as
+``nvidia-smi`` and torch report memory.
 
-GPU memory per device is the largest of three phases, because verl puts vLLM to sleep (level 2: weights and KV cache
-both freed, ``rollout.free_cache_engine``) before it computes log-probs or trains, and wakes it for the rollout:
+GPU memory per device is the largest of five phases, because verl puts vLLM to sleep (level 2: weights and KV cache
+both freed, ``rollout.free_cache_engine``) before it computes log-probs or trains, and wakes it in two steps (weights,
+then the KV cache) for the rollout:
 
-* always resident (unless offloaded): the actor's FSDP shard of fp32 weights and AdamW's two fp32 states (12 bytes per
-  parameter over all GPUs; the states exist from the first optimizer step on), the reference/teacher's shard when
-  ``verl.ref_param_offload`` is false, and ``OVERHEAD_GB`` (CUDA context, NCCL buffers, allocator slack);
+* always resident (unless ``verl.actor_param_offload``): the actor's FSDP shard of fp32 weights and AdamW's two fp32
+  states (12 bytes per parameter over all GPUs; the states exist from the first optimizer step on) and
+  ``OVERHEAD_GB`` (CUDA context, NCCL buffers, allocator slack). The reference/teacher never is: verl builds it
+  forward-only, which forces FSDP's CPU offload whatever ``ref.fsdp_config.param_offload`` says, so its shards stay
+  pinned on the host and stream to the GPU one FSDP unit at a time;
 * rollout: + ``gpu_memory_utilization`` x ``verl.gpu_memory_gb``, vLLM's whole budget (its bf16 weights and KV cache);
-* log-prob pass: + the offloaded reference/teacher's shard loaded for its pass + the bf16 logits of one log-prob
-  micro-batch (``log_prob_micro_batch_size`` x (prompt + response) x vocab x 2 bytes; Self-Certainty adds one fp32 chunk
-  and its softmax, ``verl.self_certainty_chunk_tokens`` x vocab x 4 x 2 bytes);
-* training: + fp32 gradient shards (4 bytes per parameter over all GPUs) + the bf16 logits of one training micro-batch
-  and their gradient (x 2) + the layer inputs gradient checkpointing keeps (micro-batch x tokens x hidden x layers x 2).
+* weight_sync (every step, and again for the teacher's rollouts): + vLLM's bf16 weights, woken before the KV cache,
+  + the transfer bucket + the largest parameter (the embedding) gathered in fp32, and its copy in the rollout dtype;
+* old_log_prob (the actor's no-grad pass, entropy on for every method): + the bf16 logits of one log-prob micro-batch
+  + the entropy's temporaries (verl's chunked entropy: an fp32 copy, its softmax and their product, per chunk of rows;
+  unchunked: the softmax and the product at the logits' size) or Self-Certainty's fp32 chunk, whichever is larger
+  (they run one after the other) + sdpa's dense packed mask;
+* ref_log_prob: + the logits of one log-prob micro-batch + the mask (no entropy);
+* train: + fp32 gradient shards (4 bytes per parameter over all GPUs) + the bf16 logits of one training micro-batch
+  and their gradient (x 2) + the layer inputs gradient checkpointing keeps (micro-batch x tokens x hidden x layers x
+  2) + the mask.
 
-With ``verl.actor_param_offload`` the actor's weights and states live on the host outside training (its phase loads
-them back). Host memory is per node; disk is the run's checkpoint folder at its largest.
+With remove-padding (which the translation turns on) transformers' sdpa gets one packed row per micro-batch and builds
+a dense boolean (tokens x tokens) mask for it, which torch turns into an additive bias of the query's dtype on CUDA:
+3 bytes per element of (micro-batch x tokens)^2. flash_attention_2 needs none.
+
+Host memory per node is the largest of start-up (each rank that loads the model holds the full fp32 model and its
+own shard; the reference's pinned shards are already there), steady state (the reference's pinned shards, the
+offloaded actor's state) and the teacher's save (its shards cloned to the host). Disk is the run's checkpoint folder
+at its largest. ``plan_cell`` with a ``Machine`` also checks the host memory and disk of the machine the dry run runs
+on, unless ``verl.host_memory_gb`` / ``verl.disk_gb`` give other figures.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -39,7 +58,10 @@ DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, 
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_BYTES = 4  # fp32 master weights (model_dtype fp32, bf16 compute)
 GRAD_BYTES = 4
+LOGITS_BYTES = 2  # bf16 logits (the lm_head runs in FSDP's bf16 param dtype)
 HF_EXPORT_BYTES = 2  # the merged Hugging Face folder, bf16
+MASK_BYTES = 1 + 2  # sdpa/eager: the boolean packed mask + torch's additive bias in the query's dtype (bf16)
+ENTROPY_TEMPORARIES = 3  # chunked: fp32 copy, softmax, product (logsumexp's temporary replaces the product)
 
 
 @dataclass(frozen=True)
@@ -50,6 +72,61 @@ class ModelShape:
     vocab_size: int
     hidden_size: int
     num_layers: int
+    tied_embeddings: bool = False  # verl then loads the full model on every rank (no meta-device init)
+
+
+@dataclass(frozen=True)
+class VerlFacts:
+    """What the plan reads from the translated verl config; ``VerlFacts.default`` is what ``verl_config`` emits."""
+
+    ref_dtype: str  # the reference/teacher's model_dtype
+    entropy_chunk_rows: int  # verl's entropy_from_logits_chunk_size; 0: entropy_from_logits_with_chunking off
+    strategy: str = "fsdp2"  # fsdp (FSDP1) pins a gradient buffer beside each offloaded shard; fsdp2 does not
+    bucket_mb: int = 2048  # rollout.checkpoint_engine.update_weights_bucket_megabytes
+    rollout_dtype: str = "bfloat16"
+
+    @classmethod
+    def default(cls, cfg: DictConfig) -> VerlFacts:
+        return cls(ref_dtype=reference_dtype(cfg), entropy_chunk_rows=2048)
+
+    @classmethod
+    def of(cls, verl_cfg: DictConfig) -> VerlFacts:
+        """The facts of a resolved verl config (``verl_config.to_verl_config``)."""
+        arr = verl_cfg.actor_rollout_ref
+        engine = arr.actor.fsdp_config  # what verl's FSDP engine reads (interpolated from actor.*)
+        chunked = bool(engine.entropy_from_logits_with_chunking)
+        return cls(
+            ref_dtype=str(arr.ref.fsdp_config.model_dtype),
+            entropy_chunk_rows=int(engine.entropy_from_logits_chunk_size) if chunked else 0,
+            strategy=str(arr.actor.strategy),
+            bucket_mb=int(arr.rollout.checkpoint_engine.update_weights_bucket_megabytes),
+            rollout_dtype=str(arr.rollout.dtype),
+        )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The host memory and free disk of the machine the dry run runs on (what is checked when the config gives
+    no ``verl.host_memory_gb`` / ``verl.disk_gb``)."""
+
+    host_gb: float
+    disk_gb: float
+    disk_path: str  # the folder whose filesystem was measured
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest parent that exists (a run folder is created only when training starts)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def this_machine(run_dir: Path) -> Machine:
+    """Total physical memory of this machine and the free space of the filesystem that will hold ``run_dir``."""
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    folder = nearest_existing(run_dir)
+    return Machine(host / GB, shutil.disk_usage(folder).free / GB, str(folder))
 
 
 @dataclass
@@ -58,10 +135,12 @@ class ResourcePlan:
 
     cell_id: str
     gpu_gb: float  # per device, the largest phase
-    gpu_phase: str  # which phase that is: rollout, log_prob or train
-    host_gb: float  # per node
+    gpu_phase: str  # which phase that is: rollout, weight_sync, old_log_prob, ref_log_prob or train
+    host_gb: float  # per node, the largest host phase
     disk_gb: float | None  # None: verl.checkpoints_to_keep=null and no schedule.total_steps to count saves
     phases: dict[str, float] = field(default_factory=dict)
+    host_phases: dict[str, float] = field(default_factory=dict)
+    sync_gb_per_step: float = 0.0  # bytes pushed to vLLM per step (the actor's weights, and the teacher's)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -76,6 +155,8 @@ class ResourcePlan:
             "host_gb": round(self.host_gb, 1),
             "disk_gb": None if self.disk_gb is None else round(self.disk_gb, 1),
             "phases_gb": {k: round(v, 1) for k, v in self.phases.items()},
+            "host_phases_gb": {k: round(v, 1) for k, v in self.host_phases.items()},
+            "sync_gb_per_step": round(self.sync_gb_per_step, 1),
             "fits": self.fits,
             "problems": list(self.problems),
         }
@@ -86,67 +167,121 @@ def model_shape(cfg: DictConfig) -> ModelShape:
     shape = cfg.base_model.get("shape")
     if shape is not None:
         return ModelShape(
-            float(shape.params_b) * 1e9, int(shape.vocab_size), int(shape.hidden_size), int(shape.num_layers)
+            float(shape.params_b) * 1e9,
+            int(shape.vocab_size),
+            int(shape.hidden_size),
+            int(shape.num_layers),
+            bool(shape.get("tie_word_embeddings", False)),
         )
     tiny = cfg.base_model.get("tiny")
     if tiny is None:
         raise KeyError(
             f"base_model {cfg.base_model.name!r} has no shape: add base_model.shape (params_b, vocab_size, "
-            f"hidden_size, num_layers: the model's config.json) to configs/base_model/{cfg.base_model.name}.yaml"
+            f"hidden_size, num_layers, tie_word_embeddings: the model's config.json) to "
+            f"configs/base_model/{cfg.base_model.name}.yaml"
         )
     h, layers, vocab = int(tiny.hidden_size), int(tiny.num_layers), int(tiny.vocab_size)
     # tiny_model: Qwen2, tied embeddings, MLP 4h, q/k/v biases, two norms per layer and a final one
     params = vocab * h + layers * (16 * h * h + 5 * h) + h
-    return ModelShape(float(params), vocab, h, layers)
+    return ModelShape(float(params), vocab, h, layers, tied_embeddings=True)
 
 
-def ref_dtype_of(cfg: DictConfig, ref_dtype: str | None = None) -> str | None:
-    """The reference/teacher's dtype, or None when the run has no reference model (no KL loss, no teacher)."""
-    if not cfg.method.get("teacher") and not bool(cfg.grpo.use_kl_loss):
-        return None
-    return ref_dtype or reference_dtype(cfg)
+def has_reference(cfg: DictConfig) -> bool:
+    """Whether the run has a reference model (the KL anchor, or Co-rewarding-II/III's teacher)."""
+    return bool(cfg.method.get("teacher")) or bool(cfg.grpo.use_kl_loss)
 
 
 def logits_gb(micro_batch: int, tokens: int, vocab: int) -> float:
     """bf16 logits of one micro-batch at full length."""
-    return micro_batch * tokens * vocab * 2 / GB
+    return micro_batch * tokens * vocab * LOGITS_BYTES / GB
 
 
-def gpu_phases(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> dict[str, float]:
-    """Per-device GB of the rollout, log-prob and training phases (see the module docstring)."""
+def mask_gb(micro_batch: int, tokens: int, attn_implementation: str) -> float:
+    """sdpa's (and eager's) dense mask over one packed micro-batch: (micro-batch x tokens)^2 x 3 bytes; flash: 0."""
+    if attn_implementation == "flash_attention_2":
+        return 0.0
+    nnz = micro_batch * tokens
+    return nnz * nnz * MASK_BYTES / GB
+
+
+def entropy_gb(micro_batch: int, tokens: int, vocab: int, chunk_rows: int) -> float:
+    """The entropy's temporaries beside the logits (verl's ``entropy_from_logits[_with_chunking]``)."""
+    if chunk_rows <= 0:  # softmax(logits) and softmax * logits, both in the logits' dtype
+        return 2 * logits_gb(micro_batch, tokens, vocab)
+    return ENTROPY_TEMPORARIES * min(chunk_rows, micro_batch * tokens) * vocab * 4 / GB
+
+
+def gpu_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str, float]:
+    """Per-device GB of each phase (see the module docstring)."""
     v, g = cfg.verl, cfg.grpo
     per_device = (
         shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
     )  # GB that one byte per parameter takes on a device
     actor_offload = bool(v.actor_param_offload)
-    ref_bytes = DTYPE_BYTES[ref_dtype] * per_device if ref_dtype else 0.0
-    ref_offload = bool(v.ref_param_offload)
     resident = OVERHEAD_GB + (0.0 if actor_offload else (MASTER_BYTES + ADAM_STATE_BYTES) * per_device)
-    resident += 0.0 if ref_offload else ref_bytes
     tokens = int(g.max_prompt_length) + int(g.max_response_length)
-    loaded_for_pass = max(ref_bytes if ref_offload else 0.0, MASTER_BYTES * per_device if actor_offload else 0.0)
-    log_prob = logits_gb(int(g.log_prob_micro_batch_size), tokens, shape.vocab_size)
+    attn = str(v.attn_implementation)
+    scaled = 1 if float(g.temperature) == 1.0 else 2  # logits / temperature is a second copy
+    mb_lp, mb = int(g.log_prob_micro_batch_size), int(g.micro_batch_size)
+    lp_logits = scaled * logits_gb(mb_lp, tokens, shape.vocab_size)
+    extra = entropy_gb(mb_lp, tokens, shape.vocab_size, facts.entropy_chunk_rows)
     if str(cfg.method.reward) == "self_certainty":
         chunk = int(v.self_certainty_chunk_tokens)  # 0 or less: no chunking, the whole micro-batch upcast at once
-        chunk = chunk if chunk > 0 else int(g.log_prob_micro_batch_size) * tokens
-        log_prob += chunk * shape.vocab_size * 4 * 2 / GB
-    mb = int(g.micro_batch_size)
+        chunk = chunk if chunk > 0 else mb_lp * tokens
+        extra = max(extra, chunk * shape.vocab_size * 4 * 2 / GB)  # its fp32 chunk and logsumexp's temporary
+    rollout_bytes = DTYPE_BYTES[facts.rollout_dtype]
+    largest = shape.vocab_size * shape.hidden_size / GB  # the embedding (and the untied lm_head): one full tensor
+    teacher_cast = rollout_bytes * largest if cfg.method.get("teacher") else 0.0
+    phases = {
+        "rollout": resident + float(v.gpu_memory_utilization) * float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)),
+        "weight_sync": resident
+        + rollout_bytes * shape.params / int(v.tensor_parallel_size) / GB
+        + facts.bucket_mb / 1024
+        + MASTER_BYTES * largest
+        + teacher_cast,
+        "old_log_prob": resident
+        + (MASTER_BYTES * per_device if actor_offload else 0.0)
+        + lp_logits
+        + extra
+        + mask_gb(mb_lp, tokens, attn),
+    }
+    if has_reference(cfg):
+        phases["ref_log_prob"] = resident + lp_logits + mask_gb(mb_lp, tokens, attn)
     train_state = (MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES if actor_offload else GRAD_BYTES) * per_device
     activations = mb * tokens * shape.hidden_size * shape.num_layers * 2 / GB
-    return {
-        "rollout": resident + float(v.gpu_memory_utilization) * float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)),
-        "log_prob": resident + loaded_for_pass + log_prob,
-        "train": resident + train_state + 2 * logits_gb(mb, tokens, shape.vocab_size) + activations,
-    }
+    phases["train"] = (
+        resident
+        + train_state
+        + (1 + scaled) * logits_gb(mb, tokens, shape.vocab_size)
+        + activations
+        + mask_gb(mb, tokens, attn)
+    )
+    return phases
 
 
-def host_gb(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> float:
-    """Pinned host memory per node: the offloaded reference/teacher and, offloaded, the actor's state."""
-    per_node = shape.params / int(cfg.verl.nnodes) / GB
-    total = DTYPE_BYTES[ref_dtype] * per_node if ref_dtype and bool(cfg.verl.ref_param_offload) else 0.0
-    if bool(cfg.verl.actor_param_offload):
-        total += (MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES) * per_node
-    return total
+def sync_gb_per_step(cfg: DictConfig, shape: ModelShape) -> float:
+    """What verl pushes into vLLM each step: the actor's fp32 weights (verl 0.9.1 sends them uncast) and, for the
+    teacher methods, the teacher's in the rollout dtype (``worker.corewarding_teacher_to_rollout`` casts)."""
+    teacher = DTYPE_BYTES["bfloat16"] if cfg.method.get("teacher") else 0
+    return (MASTER_BYTES + teacher) * shape.params / GB
+
+
+def host_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str, float]:
+    """Host GB per node at start-up, in steady state and while the teacher's shards are saved."""
+    v = cfg.verl
+    nnodes, per_node_gpus = int(v.nnodes), int(v.n_gpus_per_node)
+    per_node = shape.params / nnodes / GB
+    ref = DTYPE_BYTES[facts.ref_dtype] * per_node if has_reference(cfg) else 0.0
+    pinned = ref * (2 if facts.strategy == "fsdp" else 1)  # FSDP1's CPUOffload pins a gradient beside each shard
+    # start-up: untied models are loaded on global rank 0 only (the others on the meta device); tied ones on every
+    # rank. Each loading rank holds the full fp32 model and, once sharded, its own shard beside it.
+    loaders = per_node_gpus if shape.tied_embeddings else 1
+    full_load = loaders * MASTER_BYTES * shape.params * (1 + 1 / (nnodes * per_node_gpus)) / GB
+    steady = pinned + ((MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES) * per_node if bool(v.actor_param_offload) else 0)
+    phases = {"start_up": pinned + full_load, "steady": steady}
+    if cfg.method.get("teacher"):  # save_teacher_shards clones each rank's shards to the host before torch.save
+        phases["teacher_save"] = steady + ref
+    return phases
 
 
 def checkpoints_kept(cfg: DictConfig) -> int | None:
@@ -158,13 +293,12 @@ def checkpoints_kept(cfg: DictConfig) -> int | None:
     return None if total is None else max(1, int(total) // int(cfg.schedule.save_freq))
 
 
-def disk_gb(cfg: DictConfig, shape: ModelShape, ref_dtype: str | None) -> float | None:
+def disk_gb(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> float | None:
     """Kept checkpoints x (fp32 model shards + teacher shards + merged bf16 export) + the newest one's optimizer."""
     keep = checkpoints_kept(cfg)
     if keep is None:
         return None
-    teacher = cfg.method.get("teacher")
-    teacher_bytes = DTYPE_BYTES[ref_dtype] if teacher and ref_dtype else 0
+    teacher_bytes = DTYPE_BYTES[facts.ref_dtype] if cfg.method.get("teacher") else 0
     per_checkpoint = (MASTER_BYTES + teacher_bytes + HF_EXPORT_BYTES) * shape.params / GB
     return keep * per_checkpoint + ADAM_STATE_BYTES * shape.params / GB
 
@@ -176,20 +310,31 @@ def check_limits(cfg: DictConfig) -> None:
         if value is None and key != "gpu_memory_gb":
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            allowed = "a number > 0" + ("" if key == "gpu_memory_gb" else " or null (not checked)")
+            allowed = "a number > 0" + ("" if key == "gpu_memory_gb" else " or null (this machine's)")
             raise ConfigError(f"verl.{key}={value!r}: must be {allowed}")
 
 
-def _problems(cfg: DictConfig, gpu: float, phase: str, host: float, disk: float | None) -> list[str]:
+def _problems(plan: ResourcePlan, cfg: DictConfig, machine: Machine | None) -> list[str]:
     v = cfg.verl
     out = []
-    if gpu > float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)):
+    if plan.gpu_gb > float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)):
         out.append(
-            f"needs {gpu:.1f} GB of GPU memory per device (its {phase} phase), "
+            f"needs {plan.gpu_gb:.1f} GB of GPU memory per device (its {plan.gpu_phase} phase), "
             f"more than verl.gpu_memory_gb={v.get('gpu_memory_gb', DEFAULT_GPU_MEMORY_GB)}"
         )
-    if v.get("host_memory_gb") is not None and host > float(v.host_memory_gb):
-        out.append(f"needs {host:.1f} GB of host memory per node, more than verl.host_memory_gb={v.host_memory_gb}")
+    host_phase = max(plan.host_phases, key=lambda k: plan.host_phases[k])
+    if v.get("host_memory_gb") is not None:
+        if plan.host_gb > float(v.host_memory_gb):
+            out.append(
+                f"needs {plan.host_gb:.1f} GB of host memory per node (its {host_phase}), "
+                f"more than verl.host_memory_gb={v.host_memory_gb}"
+            )
+    elif machine is not None and plan.host_gb > machine.host_gb:
+        out.append(
+            f"needs {plan.host_gb:.1f} GB of host memory per node (its {host_phase}), more than this machine's "
+            f"{machine.host_gb:.1f} GB (set verl.host_memory_gb=GB to plan for the training nodes instead)"
+        )
+    disk = plan.disk_gb
     if v.get("disk_gb") is not None:
         if disk is None:
             out.append(
@@ -198,20 +343,39 @@ def _problems(cfg: DictConfig, gpu: float, phase: str, host: float, disk: float 
             )
         elif disk > float(v.disk_gb):
             out.append(f"needs {disk:.1f} GB of checkpoint disk, more than verl.disk_gb={v.disk_gb}")
+    elif machine is not None and disk is not None and disk > machine.disk_gb:
+        out.append(
+            f"needs {disk:.1f} GB of checkpoint disk, more than the {machine.disk_gb:.1f} GB free under "
+            f"{machine.disk_path} (set verl.disk_gb=GB to plan for the training machine's disk instead)"
+        )
     return out
 
 
-def plan_cell(cfg: DictConfig, ref_dtype: str | None = None) -> ResourcePlan:
-    """The estimate for ``cfg``'s cell; ``ref_dtype`` (e.g. from the translated verl config) overrides the default."""
+def plan_cell(cfg: DictConfig, facts: VerlFacts | None = None, machine: Machine | None = None) -> ResourcePlan:
+    """The estimate for ``cfg``'s cell.
+
+    ``facts`` come from the translated verl config (``VerlFacts.of``; default: what the translation emits).
+    ``machine``: where ``verl.host_memory_gb`` / ``verl.disk_gb`` are null, check this machine's figures instead
+    (the dry run passes ``this_machine``); without it, null limits are not checked.
+    """
     check_limits(cfg)
     shape = model_shape(cfg)
-    dtype = ref_dtype_of(cfg, ref_dtype)
-    phases = gpu_phases(cfg, shape, dtype)
+    facts = facts or VerlFacts.default(cfg)
+    phases = gpu_phases(cfg, shape, facts)
     phase = max(phases, key=lambda k: phases[k])
-    host, disk = host_gb(cfg, shape, dtype), disk_gb(cfg, shape, dtype)
-    return ResourcePlan(
-        cell_of(cfg).cell_id, phases[phase], phase, host, disk, phases, _problems(cfg, phases[phase], phase, host, disk)
+    hosts = host_phases(cfg, shape, facts)
+    plan = ResourcePlan(
+        cell_of(cfg).cell_id,
+        phases[phase],
+        phase,
+        max(hosts.values()),
+        disk_gb(cfg, shape, facts),
+        phases,
+        hosts,
+        sync_gb_per_step(cfg, shape),
     )
+    plan.problems = _problems(plan, cfg, machine)
+    return plan
 
 
 def table(plans: list[ResourcePlan]) -> str:
