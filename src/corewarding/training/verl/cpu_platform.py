@@ -37,7 +37,9 @@ CPU_ENV = {
     # vLLM's CPU engine binds its OpenMP threads to cores unless told not to: on a shared 2-core box, no binding.
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "VLLM_HOST_IP": "127.0.0.1",
-    "RAY_NODE_IP_ADDRESS": "127.0.0.1",
+    # ray/_private/services.py ~811 get_node_ip_address: with "clusters" off Ray takes the loopback address as the
+    # node's (verl's vLLM servers and the gloo rendezvous use it); on, it takes the NIC's, even given 127.0.0.1.
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
 }
 
 

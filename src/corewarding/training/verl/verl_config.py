@@ -251,14 +251,19 @@ def _cpu_keys(cfg: DictConfig) -> dict[str, Any]:
 
     arr, g, v = "actor_rollout_ref", cfg.grpo, cfg.verl
     env = {**CPU_ENV, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+    ray: dict[str, Any] = {}
+    if not v.get("ray_address"):  # a Ray of its own; joining a running one (make verl-e2e's), it brings its own
+        ray = {
+            # single_controller/ray/base.py ~146: placement counts GPUs only, so Ray gets one logical GPU per rank
+            "ray_kwargs.ray_init.num_gpus": int(v.nnodes) * int(v.n_gpus_per_node),
+            "ray_kwargs.ray_init.num_cpus": 16,
+            "ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, vLLM's servers and gloo stay on loopback
+            "ray_kwargs.ray_init.include_dashboard": False,
+        }
     return {
+        **ray,
         "trainer.device": "cpu",
         "data.dataloader_num_workers": 0,  # 8 loader processes by default: start-up time on a 2-core host
-        # single_controller/ray/base.py ~146: placement counts GPUs only, so Ray gets one logical GPU per rank
-        "ray_kwargs.ray_init.num_gpus": int(v.nnodes) * int(v.n_gpus_per_node),
-        "ray_kwargs.ray_init.num_cpus": 16,
-        "ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, vLLM's servers and gloo stay on loopback
-        "ray_kwargs.ray_init.include_dashboard": False,
         "ray_kwargs.ray_init.runtime_env.env_vars": env,
         f"{arr}.model.use_remove_padding": False,
         f"{arr}.model.enable_gradient_checkpointing": False,

@@ -1,0 +1,71 @@
+"""What verl's CPU end-to-end tests share: a watch on the run's listening sockets, waiting for a condition."""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import time
+from collections.abc import Callable
+
+SFT_STEPS = 200  # a warm start of the tiny Qwen3, so some answers are boxed and right: rewards are not all zero
+TAG_ENV = "COREWARDING_E2E_TAG"  # set in every process of the run (Ray's and ours), to find their sockets
+
+
+class ListenWatch:
+    """Samples the listening sockets of the tagged processes while it runs; ``outside`` names any not on loopback."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.seen: dict[tuple[str, int], str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _tagged(self, pid: int) -> str | None:
+        import psutil
+
+        try:
+            proc = psutil.Process(pid)
+            return proc.name() if proc.environ().get(TAG_ENV) == self.tag else None
+        except (psutil.Error, OSError):
+            return None
+
+    def sample(self) -> None:
+        import psutil
+
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.status != psutil.CONN_LISTEN or conn.pid is None or not conn.laddr:
+                continue
+            key = (conn.laddr.ip, conn.laddr.port)
+            if key not in self.seen:
+                name = self._tagged(conn.pid)
+                if name is not None:
+                    self.seen[key] = name
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> ListenWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def outside(self) -> list[str]:
+        return [
+            f"{name} listens on {ip}:{port}"
+            for (ip, port), name in sorted(self.seen.items())
+            if not ipaddress.ip_address(ip).is_loopback
+        ]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.2) -> None:
+    """Wait until ``condition()`` is true; fail naming ``what`` after ``timeout`` seconds (a hang guard)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)

@@ -1,0 +1,184 @@
+"""verl 0.9.1's own trainer, end to end on CPU, for every method (``make verl-e2e``; docs/gpu-harness.md).
+
+Per method, through ``corewarding train backend=verl verl.platform=cpu``: verl's agent loop with vLLM's CPU engine
+(two replicas), FSDP2 on gloo with two ranks, our plug-ins (worker, trainer, reward managers); no verl class or
+method is replaced by a fake. A save every step; the first launch is killed (SIGKILL) once step 2 is saved, a second
+launch resumes and finishes step 4. Then:
+
+* the run's metric names are the local backend's for the same method (one meaning per name);
+* the resumed run continued from the save (steps 1-4 once each) and some step had a non-zero gradient;
+* Co-rewarding-II/III: on both ranks, the teacher after the first step of the resumed launch is the EMA of the
+  teacher and the policy saved before the kill, at the logged rate (so the resume restored both, and the EMA ran on
+  the real FSDP2 shards);
+* Co-rewarding-I: the loss is the sum of the two views' token-means, as logged per view by the real engine;
+* every socket the run's processes listen on is on loopback.
+
+``VERL_E2E_METHODS=a,b`` runs a subset (CI runs at least Co-rewarding-II, Co-rewarding-III and Self-Certainty).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.support.verl_e2e import SFT_STEPS, ListenWatch, wait_for
+
+ALL_METHODS = (
+    "gt_grpo",
+    "majority_voting",
+    "self_certainty",
+    "entropy",
+    "co_rewarding_1",
+    "co_rewarding_2",
+    "co_rewarding_3",
+)
+METHODS = tuple(m for m in os.environ.get("VERL_E2E_METHODS", ",".join(ALL_METHODS)).split(",") if m)
+TEACHER_METHODS = ("co_rewarding_2", "co_rewarding_3")
+LAUNCH_TIMEOUT_S = 1500  # a hang guard (a launch takes 1-3 minutes on 2 cores)
+TRACKER = "latest_checkpointed_iteration.txt"
+TOTAL_STEPS = 4
+KILL_FROM_STEP = 2  # the first launch is killed once a save of step 2 or later is complete (before the last step)
+
+
+def overrides(method: str, run_dir: Path, artifacts: Path, ray_address: str) -> list[str]:
+    return [
+        "backend=verl",
+        "experiment=tiny_cpu",
+        "base_model=tiny-qwen3",
+        f"base_model.tiny.sft_steps={SFT_STEPS}",
+        f"method={method}",
+        "verl.platform=cpu",
+        "verl.n_gpus_per_node=2",
+        f"verl.ray_address={ray_address}",
+        f"schedule.total_steps={TOTAL_STEPS}",
+        "schedule.save_freq=1",
+        "verl.checkpoints_to_keep=null",  # every save stays, so the step before the resume can be read back
+        "schedule.test_freq=100",
+        "schedule.val_before_train=false",
+        "grpo.micro_batch_size=4",
+        "grpo.log_prob_micro_batch_size=4",
+        "torch_threads=null",
+        f"paths.runs_dir={run_dir.parent}",
+        f"paths.artifacts_dir={artifacts}",
+    ]
+
+
+def launch(args: list[str], run_dir: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    cmd = [str(Path(sys.executable).parent / "corewarding"), "train", "--run-dir", str(run_dir), *args]
+    with log.open("ab") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def saved_step(run_dir: Path) -> int:
+    try:
+        return int((run_dir / "checkpoints" / TRACKER).read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def local_metric_names(method: str, tmp: Path, env: dict[str, str]) -> set[str]:
+    """The metric names the local backend logs for ``method`` (two tiny steps, the same tiny experiment)."""
+    cmd = [
+        str(Path(sys.executable).parent / "corewarding"), "train", "--run-dir", str(tmp / "local"),
+        "experiment=tiny_cpu", f"method={method}", "schedule.total_steps=2", "schedule.save_freq=2",
+        "schedule.test_freq=2", f"paths.artifacts_dir={tmp / 'artifacts-local'}",
+    ]  # fmt: skip
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=600)
+    return {k for row in metrics(tmp / "local") for k in row}
+
+
+def shards(path: Path) -> dict[str, torch.Tensor]:
+    """A rank's saved tensors, as local shards (verl's FSDP2 actor files hold DTensors)."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    return {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in state.items()}
+
+
+def assert_teacher_is_ema(run_dir: Path, step: int, rate: float) -> None:
+    """On every rank: teacher(step) == (1 - rate) teacher(step - 1) + rate policy(step - 1), from the saved files."""
+    ckpt = run_dir / "checkpoints"
+    moved = 0.0
+    for rank in range(2):
+        before = shards(ckpt / f"global_step_{step - 1}" / "teacher" / f"rank_{rank}.pt")
+        after = shards(ckpt / f"global_step_{step}" / "teacher" / f"rank_{rank}.pt")
+        policy = shards(ckpt / f"global_step_{step - 1}" / "actor" / f"model_world_size_2_rank_{rank}.pt")
+        assert after.keys() == before.keys() and after.keys() <= policy.keys(), f"rank {rank}: parameter names"
+        for name, teacher in after.items():
+            expected = (1 - rate) * before[name] + rate * policy[name]
+            assert torch.allclose(teacher, expected, rtol=0, atol=1e-6), (
+                f"rank {rank} {name}: teacher after step {step} is not the EMA of the step-{step - 1} saves "
+                f"(max diff {(teacher - expected).abs().max():.3g})"
+            )
+            moved = max(moved, float((policy[name] - before[name]).abs().max()))
+    assert moved > 0, "the policy equals the teacher: the EMA check would hold for any rate"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * LAUNCH_TIMEOUT_S + 600)  # two launches and a local run; each wait has its own guard
+@pytest.mark.parametrize("method", METHODS)
+def test_two_steps_save_kill_resume_one_more(
+    method: str,
+    tmp_path: Path,
+    e2e_env: dict[str, str],
+    ray_head: str,
+    listen_watch: ListenWatch,
+    tiny_qwen3: Path,
+) -> None:
+    run_dir = tmp_path / "runs" / method
+    args = overrides(method, run_dir, tiny_qwen3, ray_head)
+    log = tmp_path / "train.log"
+
+    first = launch(args, run_dir, e2e_env, log)
+    try:
+        wait_for(
+            lambda: saved_step(run_dir) >= KILL_FROM_STEP or first.poll() is not None,
+            LAUNCH_TIMEOUT_S,
+            f"the step-{KILL_FROM_STEP} save",
+        )
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+    ended = log.read_text()[-4000:]
+    assert first.returncode == -signal.SIGKILL, f"the first launch ended before it was killed: {ended}"
+    killed_at = saved_step(run_dir)  # 2 unless this process was starved for a whole step; the checks follow it
+    assert KILL_FROM_STEP <= killed_at < TOTAL_STEPS, f"killed after the save of step {killed_at}"
+
+    second = launch(args, run_dir, e2e_env, log)
+    try:
+        rc = second.wait(timeout=LAUNCH_TIMEOUT_S)
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert rc == 0, f"the resumed launch failed (rc {rc}): {text[-6000:]}"
+    assert saved_step(run_dir) == TOTAL_STEPS
+    assert f"Setting global step to {killed_at}" in text, f"the second launch did not resume from step {killed_at}"
+
+    rows = metrics(run_dir)
+    assert [r["step"] for r in rows] == list(range(1, TOTAL_STEPS + 1)), rows
+    assert any(r.get("grad_norm", 0) > 0 for r in rows), "no step changed the policy"
+    names = {k for r in rows for k in r} - {"val_accuracy"}
+    local = local_metric_names(method, tmp_path, e2e_env) - {"val_accuracy"}
+    assert names == local, f"verl only: {sorted(names - local)}; local only: {sorted(local - names)}"
+
+    if method in TEACHER_METHODS:  # the first step after the resume: its EMA reads what the resume restored
+        assert_teacher_is_ema(run_dir, killed_at + 1, float(rows[killed_at]["ema_rate"]))
+    if method == "co_rewarding_1":
+        for r in rows:
+            assert r["pg_loss"] == pytest.approx(r["pg_loss_ori"] + r["pg_loss_aug"], rel=1e-5, abs=1e-9)
+            assert r["kl_mean"] == pytest.approx(r["kl_mean_ori"] + r["kl_mean_aug"], rel=1e-5, abs=1e-9)
+
+    listen_watch.sample()
+    assert listen_watch.seen, "no listening socket of the run was seen: the watch is not looking"
+    assert not listen_watch.outside(), listen_watch.outside()
