@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.tensor import DTensor
 
 TEACHER_DIR = "teacher"
@@ -38,38 +37,17 @@ def _pairs(teacher: torch.nn.Module, policy: torch.nn.Module) -> list[tuple[str,
     return out
 
 
-def free_gathered_fsdp1(module: torch.nn.Module) -> int:
-    """Point every FSDP1 unit of ``module`` at its local shard and free any gathered (unsharded) copy it kept.
-
-    FSDP1 keeps the root unit's gathered parameters after a forward (``_post_forward_reshard`` frees them only
-    for non-root units) and its next forward skips the all-gather while that copy is allocated
-    (``FlatParamHandle.needs_unshard``). verl frees it only when ``fsdp_size > 1``. An EMA written to the local
-    shards would then never reach the root unit (embeddings, final norm, lm_head) of the next forward. Returns
-    the number of units resharded; FSDP2 and unwrapped modules have none.
-    """
-    count = 0
-    for unit in FSDP.fsdp_modules(module):
-        handle = unit._handle
-        # before its first forward (lazy init) a unit holds only its shard and has no ``_local_shard`` yet
-        if handle is not None and handle.uses_sharded_strategy and hasattr(handle.flat_param, "_local_shard"):
-            handle.reshard(True)
-            count += 1
-    return count
-
-
 @torch.no_grad()
 def ema_update_shards(teacher: torch.nn.Module, policy: torch.nn.Module, rate: float) -> int:
     """teacher <- (1 - rate) * teacher + rate * policy on this rank's shards; returns the parameters updated.
 
-    Both modules' FSDP1 units are resharded first (so each parameter is its local shard), and the teacher's again
-    after, so its next forward gathers the updated shards (``free_gathered_fsdp1``).
+    Under FSDP2 with verl's ``reshard_after_forward=True`` every module, the root included, is resharded after each
+    forward, so each parameter is a DTensor and the next forward gathers the updated shards. A module that still has
+    its gathered parameters registered (``reshard_after_forward=False``) fails the shard shape check instead.
     """
-    free_gathered_fsdp1(teacher)
-    free_gathered_fsdp1(policy)
     pairs = _pairs(teacher, policy)
     for _, t, p in pairs:
         t.mul_(1.0 - rate).add_(p.to(device=t.device, dtype=t.dtype), alpha=rate)
-    free_gathered_fsdp1(teacher)
     return len(pairs)
 
 
