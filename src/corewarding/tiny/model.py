@@ -145,8 +145,10 @@ def _build_model(
     eos_id = tokenizer.convert_tokens_to_ids(IM_END)
     pad_id = tokenizer.convert_tokens_to_ids(PAD)
     bos_id = tokenizer.convert_tokens_to_ids(ENDOFTEXT)
-    config_cls, model_cls = (Qwen3Config, Qwen3ForCausalLM) if architecture == "qwen3" else (Qwen2Config, Qwen2ForCausalLM)
-    extra = {} if head_dim is None else {"head_dim": head_dim}  # vLLM's CPU attention refuses head_dim 16
+    qwen3 = architecture == "qwen3"
+    config_cls, model_cls = (Qwen3Config, Qwen3ForCausalLM) if qwen3 else (Qwen2Config, Qwen2ForCausalLM)
+    # vLLM's CPU attention refuses head_dim 16 (hidden 64 / 4 heads): the vLLM model sets it
+    extra: dict[str, Any] = {} if head_dim is None else {"head_dim": head_dim}
     config = config_cls(
         vocab_size=vocab_size,
         hidden_size=hidden_size,
@@ -274,9 +276,7 @@ def build_tiny_model(
         started = time.perf_counter()
         dataset = make_tiny_dataset(seed=seed)
         tokenizer = _train_tokenizer(dataset, vocab_size)
-        model = _build_model(
-            tokenizer, seed, hidden_size, num_layers, num_heads, vocab_size, architecture, head_dim
-        )
+        model = _build_model(tokenizer, seed, hidden_size, num_layers, num_heads, vocab_size, architecture, head_dim)
         if sft_steps > 0:
             final_loss = _run_sft(model, tokenizer, dataset, sft_steps, sft_lr, seed)
             logger.info("tiny model sft: %d steps, final loss %.4f", sft_steps, final_loss)

@@ -71,25 +71,29 @@ def _device_module() -> types.ModuleType:
     for name in dir(torch.cpu):
         if not name.startswith("_"):
             setattr(module, name, getattr(torch.cpu, name))
-    module.current_device = lambda: CPU  # an int means accelerator 0 in torch's .to(); "cpu" stays on the host
-    module.is_available = lambda: True
-    module.device_count = lambda: 1
-    module.set_device = _no_op
-    module.empty_cache = _no_op
-    module.ipc_collect = _no_op
-    module.set_per_process_memory_fraction = _no_op
-    module.reset_peak_memory_stats = _no_op
-    module.memory_allocated = _zero
-    module.memory_reserved = _zero
-    module.max_memory_allocated = _zero
-    module.max_memory_reserved = _zero
-    module.mem_get_info = _mem_get_info
-    module.memory_stats = lambda *a, **k: {}
-    module.get_rng_state = lambda *a, **k: torch.get_rng_state()
-    module.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
-    module.manual_seed = torch.manual_seed
-    module.manual_seed_all = torch.manual_seed
-    module.get_device_name = lambda *a, **k: "cpu"
+    calls: dict[str, Any] = {
+        "current_device": lambda: CPU,  # an int means accelerator 0 in torch's .to(); "cpu" stays on the host
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "set_device": _no_op,
+        "empty_cache": _no_op,
+        "ipc_collect": _no_op,
+        "set_per_process_memory_fraction": _no_op,
+        "reset_peak_memory_stats": _no_op,
+        "memory_allocated": _zero,
+        "memory_reserved": _zero,
+        "max_memory_allocated": _zero,
+        "max_memory_reserved": _zero,
+        "mem_get_info": _mem_get_info,
+        "memory_stats": lambda *a, **k: {},
+        "get_rng_state": lambda *a, **k: torch.get_rng_state(),
+        "set_rng_state": lambda state, *a, **k: torch.set_rng_state(state),
+        "manual_seed": torch.manual_seed,
+        "manual_seed_all": torch.manual_seed,
+        "get_device_name": lambda *a, **k: "cpu",
+    }
+    for name, call in calls.items():
+        setattr(module, name, call)
     return module
 
 
@@ -229,22 +233,21 @@ def _patch_offload_pin_memory() -> None:
 
     from torch.distributed import fsdp  # torch
 
-    if getattr(fsdp.CPUOffloadPolicy, "__corewarding_patched__", False):
+    if getattr(fsdp.CPUOffloadPolicy, "__corewarding_patched__", False):  # type: ignore[attr-defined]
         return
 
-    class UnpinnedCPUOffloadPolicy(fsdp.CPUOffloadPolicy):  # type: ignore[misc,valid-type]
+    class UnpinnedCPUOffloadPolicy(fsdp.CPUOffloadPolicy):  # type: ignore[misc,valid-type,name-defined]
         __corewarding_patched__ = True
 
         def __init__(self, pin_memory: bool = False) -> None:
             super().__init__(pin_memory=False)
 
-    fsdp.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy  # type: ignore[misc]
-    for name in ("verl.utils.fsdp_utils", "verl.workers.engine.fsdp.transformer_impl"):
-        module = sys.modules.get(name)
+    for module in (fsdp, sys.modules.get("verl.utils.fsdp_utils"), sys.modules.get(TRANSFORMER_IMPL)):
         if module is not None and hasattr(module, "CPUOffloadPolicy"):
-            module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
+            setattr(module, "CPUOffloadPolicy", UnpinnedCPUOffloadPolicy)  # noqa: B010  (a module of torch or verl)
 
 
+TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
 _ACTIVE = False
 
 
