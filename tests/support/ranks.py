@@ -34,8 +34,9 @@ def run_ranks(script: str, *args: str, world_size: int = 2, timeout: float = 180
     return results
 
 
-# The start of a rank script: a tiny Llama under FSDP1 (DTensor shards, as verl's FSDP engine wraps) after one AdamW
-# step, and verl's real FSDPCheckpointManager over it (`manager`); `wrap` wraps another module the same way.
+# The start of a rank script: a tiny Llama under FSDP2 (DTensor shards, wrapped as verl's apply_fsdp2 wraps the cells:
+# each decoder layer, then the root) after one AdamW step, and verl's real FSDPCheckpointManager over it (`manager`);
+# `wrap` wraps another module the same way.
 VERL_FSDP_CHECKPOINT_SETUP = r"""
 import json, os, sys
 from pathlib import Path
@@ -43,7 +44,7 @@ import torch, torch.distributed as dist
 from omegaconf import OmegaConf
 from tokenizers import Tokenizer, models
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+from torch.distributed.fsdp import fully_shard
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
 
@@ -52,7 +53,11 @@ torch.manual_seed(0)
 config = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                      num_key_value_heads=2)
 mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("fsdp",))
-wrap = lambda m: FSDP(m, device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD, device_mesh=mesh)
+def wrap(m):
+    for layer in m.model.layers:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=True)
+    fully_shard(m, mesh=mesh, reshard_after_forward=True)
+    return m
 model = wrap(LlamaForCausalLM(config))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 model(torch.tensor([[1, 2, 3]])).logits.sum().backward()

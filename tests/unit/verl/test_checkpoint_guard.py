@@ -1,6 +1,7 @@
 """verl resumes with ``torch.load(weights_only=False)``; our worker and trainer first read the same files with torch's
-restricted unpickler. Real verl checkpoints (verl's FSDPCheckpointManager, FSDP1 on two gloo ranks: ShardedTensor
-shards, numpy RNG state) pass; a crafted pickle is refused before it can run, and would have run under verl's load."""
+restricted unpickler. Real verl checkpoints (verl's FSDPCheckpointManager, FSDP2 on two gloo ranks, as every cell
+runs: DTensor shards, numpy RNG state) pass; a crafted pickle is refused before it can run, and would have run
+under verl's load."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_real_verl_shards_pass_and_a_crafted_one_is_refused_before_it_runs(tmp_p
     results = run_ranks(RANK_SCRIPT, str(actor), str(marker))
     for rank, result in enumerate(results):
         kinds = [f"{kind}_world_size_2_rank_{rank}.pt" for kind in ("model", "optim", "extra_state")]
-        assert result["shards"] == kinds and result["checked"] == 3  # ShardedTensor shards and numpy RNG state pass
+        assert result["shards"] == kinds and result["checked"] == 3  # DTensor shards and numpy RNG state pass
     assert results[1]["refused"] is None
     refused = results[0]["refused"]
     assert refused.startswith(f"{actor}/extra_state_world_size_2_rank_0.pt: refused: loading it needs posix.system")
