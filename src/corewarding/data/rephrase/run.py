@@ -33,6 +33,7 @@ from corewarding.lm.generation import (
     TransformersGenerator,
     VLLMEngine,
     VLLMGenerator,
+    vllm_dtype,
 )
 from corewarding.lm.generation import check_backend as check_generation_backend
 from corewarding.rows import question_of, read_verl_rows
@@ -67,7 +68,8 @@ class Rephraser:
 
 
 def check_backend(spec: DictConfig) -> None:
-    """Refuse a ``rephrase.backend`` that cannot run here (vllm: not installed, or no GPU) with one clear error."""
+    """Refuse a ``rephrase.backend`` that cannot run here (vllm: not installed, or neither a GPU nor vLLM's CPU
+    build) with one clear error."""
     check_generation_backend(str(spec.backend), "rephrase.backend=vllm", "rephrase=transformers_tiny")
 
 
@@ -103,7 +105,8 @@ GENERATION_KEYS = ("backend", "temperature", "top_p", "max_new_tokens", "enable_
 def run_key(spec: DictConfig, model_source: str, questions: list[str]) -> str:
     """Identifies what the raw log was generated from: sampling settings, the model, the prompt, the questions."""
     settings = {key: OmegaConf.select(spec, key) for key in GENERATION_KEYS}
-    settings["dtype"] = OmegaConf.select(spec, "vllm.dtype")
+    dtype = OmegaConf.select(spec, "vllm.dtype")
+    settings["dtype"] = vllm_dtype(str(dtype)) if spec.backend == "vllm" and dtype is not None else dtype
     digest = hashlib.sha256(json.dumps([settings, model_source, INSTRUCTION], sort_keys=True).encode())
     for question in questions:
         digest.update(question.encode() + b"\0")
