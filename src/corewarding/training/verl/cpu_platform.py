@@ -247,6 +247,34 @@ def _patch_offload_pin_memory() -> None:
             setattr(module, "CPUOffloadPolicy", UnpinnedCPUOffloadPolicy)  # noqa: B010  (a module of torch or verl)
 
 
+def _patch_tcpstore_loopback() -> None:
+    """torch/distributed/rendezvous.py ~199 ``_create_c10d_store``: rank 0's ``TCPStore`` server listens on every
+    interface ("::"), whatever ``MASTER_ADDR`` says; verl's FSDP ranks (``env://``) and vLLM's worker (``tcp://``)
+    rendezvous through it. The server gets a socket bound to 127.0.0.1 instead (``master_listen_fd``)."""
+    import socket  # stdlib
+    import sys  # stdlib
+
+    import torch.distributed.rendezvous  # noqa: F401  (the module; torch.distributed.rendezvous is also a function)
+
+    module = sys.modules["torch.distributed.rendezvous"]
+    original = module.TCPStore
+    if getattr(original, "__corewarding_patched__", False):
+        return
+
+    def loopback_tcpstore(host_name: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        is_master = kwargs.get("is_master", args[1] if len(args) > 1 else False)
+        if is_master and kwargs.get("master_listen_fd") is None and port:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen(128)
+            kwargs["master_listen_fd"] = sock.detach()
+        return original(host_name, port, *args, **kwargs)
+
+    loopback_tcpstore.__corewarding_patched__ = True  # type: ignore[attr-defined]
+    setattr(module, "TCPStore", loopback_tcpstore)  # noqa: B010  (torch's module, read at call time)
+
+
 TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
 _ACTIVE = False
 
@@ -263,6 +291,7 @@ def activate() -> None:
     platform_cls = platform_manager.PlatformRegistry.register(platform=CPU)(_platform_class())
     platform_manager.set_platform(platform_cls())
     _patch_init_process_group()
+    _patch_tcpstore_loopback()
     _patch_vllm_linear_weights()
     _patch_offload_pin_memory()
     _ACTIVE = True
