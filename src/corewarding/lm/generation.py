@@ -287,7 +287,12 @@ class VLLMGenerator(SeededGenerator):
             )
             for seed in seeds
         ]
-        results = self.llm.generate(prompts, params, use_tqdm=False)
+        # Token ids, not text: given a text prompt vLLM encodes it with add_special_tokens=True (vllm/renderers/
+        # params.py ~179), which puts a second BOS before a chat template that writes its own (Llama 3's); the ids
+        # are the ones the transformers backend feeds (add_special_tokens=False).
+        encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        token_prompts = [{"prompt_token_ids": list(ids)} for ids in encoded]
+        results = self.llm.generate(token_prompts, params, use_tqdm=False)
         return [
             [
                 Completion(
