@@ -57,7 +57,7 @@ class SamplingParams:
 def generator(monkeypatch: pytest.MonkeyPatch) -> VLLMGenerator:
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
     made = VLLMGenerator.__new__(VLLMGenerator)
-    made.tokenizer = BosTokenizer()
+    made.tokenizer = BosTokenizer()  # type: ignore[assignment]
     made.chat_kwargs = {"enable_thinking": False}
     made.llm = FakeLLM()
     return made
