@@ -103,6 +103,13 @@ def write_json_atomic(obj: Any, path: Path) -> None:
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
 
 
+def write_jsonl_atomic(rows: list[dict[str, Any]], path: Path) -> None:
+    """Write one JSON object per line, atomically."""
+    with atomic_path(path) as tmp:
+        text = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
+        tmp.write_text(text, encoding="utf-8")
+
+
 def read_text(path: Path) -> str:
     """A file's UTF-8 text; an unreadable or non-UTF-8 file is an error naming it."""
     try:

@@ -29,6 +29,7 @@ VERL_INPUTS = "inputs.json"  # both backends: the rows kept and dropped before t
 VERL_CONFIG = "verl_config.yaml"
 VERL_DATA = "verl_data"  # verl: the filtered training and validation rows it reads
 VERL_LOGS = "verl_logs"  # verl: its raw metric logs, exported to metrics.jsonl
+VERL_REWARDS = "verl_rewards"  # verl with verl.reward_dump: what the reward manager scored, one JSONL per step
 VERL_CONFIG_HASH = "config_hash"  # verl: the training-config hash its checkpoints were made under
 
 CHECKPOINTS = "checkpoints"
@@ -100,6 +101,11 @@ def record_file(run_dir: Path) -> Path:
 
 def metrics_file(run_dir: Path) -> Path:
     return Path(run_dir) / METRICS
+
+
+def reward_dump_file(run_dir: Path, step: int) -> Path:
+    """``verl_rewards/step_000N.jsonl``: the rows a verl step's reward manager scored (``verl.reward_dump``)."""
+    return Path(run_dir) / VERL_REWARDS / f"step_{step:04d}.jsonl"
 
 
 def eval_dir(run_dir: Path) -> Path:

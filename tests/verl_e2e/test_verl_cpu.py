@@ -10,6 +10,8 @@ launch resumes and finishes step 4. Then:
 * Co-rewarding-II/III: on both ranks, the teacher after the first step of the resumed launch is the EMA of the
   teacher and the policy saved before the kill, at the logged rate (so the resume restored both, and the EMA ran on
   the real FSDP2 shards);
+* Co-rewarding-III: at every step the teacher's rows of each view answer that view's prompt, and each policy
+  row's reward is its match with the teacher's majority on the other view (``verl.reward_dump``'s rows);
 * Co-rewarding-I: the loss is the sum of the two views' token-means, as logged per view by the real engine;
 * every socket the run's processes listen on is on loopback.
 
@@ -60,6 +62,7 @@ def overrides(method: str, run_dir: Path, artifacts: Path, ray_address: str) -> 
         f"schedule.total_steps={TOTAL_STEPS}",
         "schedule.save_freq=1",
         "verl.checkpoints_to_keep=null",  # every save stays, so the step before the resume can be read back
+        "verl.reward_dump=true",  # verl_rewards/step_N.jsonl: what the manager scored, for the label checks
         "schedule.test_freq=100",
         "schedule.val_before_train=false",
         "grpo.micro_batch_size=4",
@@ -96,6 +99,31 @@ def local_metric_names(method: str, tmp: Path, env: dict[str, str]) -> set[str]:
     ]  # fmt: skip
     subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=600)
     return {k for row in metrics(tmp / "local") for k in row}
+
+
+def assert_labels_from_the_other_views_teacher(run_dir: Path) -> None:
+    """Co-rewarding-III, every step: the teacher rows tagged with a view answer that view's prompt, and each policy
+    row's reward is its match with the majority of the teacher's answers on the *other* view's prompt."""
+    from corewarding.methods import co_rewarding_3
+    from corewarding.methods.base import Rollout
+
+    steps = sorted((run_dir / "verl_rewards").glob("step_*.jsonl"))
+    assert len(steps) == TOTAL_STEPS, steps
+    for path in steps:
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        prompts: dict[tuple[str, str], set[str]] = {}
+        for r in rows:
+            view = r["view"].removeprefix("teacher_")
+            prompts.setdefault((r["group"], view), set()).add(r["prompt"])
+        for (group, view), texts in prompts.items():
+            assert len(texts) == 1, f"{path.name} {group} {view}: the policy and the teacher saw different prompts"
+            other = "rephrased" if view == "original" else "original"
+            assert texts != prompts[(group, other)], f"{path.name} {group}: both views have the same prompt"
+        policy = [i for i, r in enumerate(rows) if r["rewarded"]]
+        assert {rows[i]["view"] for i in policy} == {"original", "rephrased"}
+        scored = co_rewarding_3.score([Rollout(r["group"], r["view"], r["response"]) for r in rows]).scored
+        by_index = {s.index: s.reward for s in scored}
+        assert [rows[i]["reward"] for i in policy] == [by_index[i] for i in policy], path.name
 
 
 def shards(path: Path) -> dict[str, torch.Tensor]:
@@ -174,6 +202,8 @@ def test_two_steps_save_kill_resume_one_more(
 
     if method in TEACHER_METHODS:  # the first step after the resume: its EMA reads what the resume restored
         assert_teacher_is_ema(run_dir, killed_at + 1, float(rows[killed_at]["ema_rate"]))
+    if method == "co_rewarding_3":
+        assert_labels_from_the_other_views_teacher(run_dir)
     if method == "co_rewarding_1":
         for r in rows:
             assert r["pg_loss"] == pytest.approx(r["pg_loss_ori"] + r["pg_loss_aug"], rel=1e-5, abs=1e-9)

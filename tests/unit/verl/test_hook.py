@@ -17,7 +17,7 @@ from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls 
 from verl.single_controller.base.decorator import MAGIC_ATTR
 from verl.workers.reward_manager import get_reward_manager_cls
 
-from corewarding.training.verl.hook import manager_input, rm_scores_for
+from corewarding.training.verl.hook import manager_input, reward_rows, rm_scores_for
 from corewarding.training.verl.worker import SelfCertaintyProbe
 
 
@@ -143,3 +143,25 @@ def test_verl_engine_passes_logits_to_the_probe_during_the_log_prob_pass() -> No
     assert outputs.count("logits_processor_func(student_logits=") == 2  # remove-padding and padded paths
     assert "_scale_logits_by_temperature" in outputs.split("logits_processor_func(student_logits=")[0]
     assert "self.loss_fn if compute_loss else None" in inspect.getsource(TrainingWorker.infer_batch)
+
+
+def test_reward_rows_name_each_scored_row_with_its_texts(
+    make_training_batch: Callable, make_rollouts: Callable, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """verl.reward_dump's rows: the teacher's rows after the policy's, each with its view, group, decoded response
+    (the \\boxed answer it voted with) and the reward the manager gave it."""
+    batch = make_training_batch(["original"])
+    teacher = make_rollouts("teacher").data_proto(lambda u: f"{u}/original", lambda u: u)
+    for key in ("cr_view", "cr_group"):
+        teacher.non_tensor_batch.pop(key)
+    data, _ = manager_input(batch, teacher=teacher)
+    out = get_reward_manager_cls("corewarding_co_rewarding_2")(tokenizer=tokenizer)(data, return_dict=True)
+    extra = out["reward_extra_info"]
+    rows = reward_rows(data, extra["cr_reward"], extra["cr_rewarded"], tokenizer)
+    assert [r["view"] for r in rows] == ["original"] * 8 + ["teacher"] * 8
+    assert [r["reward"] for r in rows[:8]] == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert [r["rewarded"] for r in rows] == [True] * 8 + [False] * 8
+    # q0's teacher votes 5 (three of four): the policy's two \boxed{5} answers are the rewarded ones
+    assert rows[0]["group"] == "q0/original" and "\\boxed{5}" in rows[0]["response"]
+    assert [r["response"] for r in rows[8:12]] == [f"so the answer is \\boxed{{{a}}}" for a in ["5", "6", "5", "5"]]
+    assert all(r["prompt"] and "<|im_start|>" not in r["prompt"] for r in rows)

@@ -88,6 +88,28 @@ def manager_input(
     return (DataProto.concat(parts) if len(parts) > 1 else parts[0]), order
 
 
+def reward_rows(data: DataProto, rewards: list[float], rewarded: list[bool], tokenizer: Any) -> list[dict[str, Any]]:
+    """What the manager scored, one dict per row of its batch (``manager_input``'s order): view, vote group, the
+    decoded prompt and response, and the reward. ``verl.reward_dump`` writes them per step, so a reward can be
+    traced to the rollouts that voted for its label (``docs/training.md``)."""
+    mask = response_mask_of(data)
+    prompts, responses = data.batch["prompts"], data.batch["responses"]
+    prompt_mask = data.batch["attention_mask"][:, : prompts.shape[1]].bool()
+    out = []
+    for i in range(len(data)):
+        out.append(
+            {
+                "view": str(data.non_tensor_batch[VIEW_KEY][i]),
+                "group": str(data.non_tensor_batch[GROUP_KEY][i]),
+                "prompt": tokenizer.decode(prompts[i][prompt_mask[i]].tolist(), skip_special_tokens=True),
+                "response": tokenizer.decode(responses[i][mask[i].bool()].tolist(), skip_special_tokens=True),
+                "reward": float(rewards[i]),
+                "rewarded": bool(rewarded[i]),
+            }
+        )
+    return out
+
+
 def rm_scores_for(reward_tensor: torch.Tensor, order: np.ndarray) -> torch.Tensor:
     """The training rows' token rewards in the training batch's order (the manager saw them in rollout order)."""
     n = len(order)

@@ -30,10 +30,12 @@ from verl.workers.reward_manager import get_reward_manager_cls
 from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
 from corewarding import methods
+from corewarding.files import write_jsonl_atomic
+from corewarding.run_folder import reward_dump_file
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.training.verl.batch import union_columns
 from corewarding.training.verl.checkpoint_guard import check_pickles, resume_folder
-from corewarding.training.verl.hook import ROW_KEY, manager_input, rm_scores_for, view_entropy
+from corewarding.training.verl.hook import ROW_KEY, manager_input, reward_rows, rm_scores_for, view_entropy
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.rewards import CorewardingRewardManager
 from corewarding.training.verl.rotation import rotate
@@ -118,6 +120,10 @@ class CorewardingTrainer(RayPPOTrainer):
         data, order = manager_input(batch, teacher, stat, pairs=bool(self.cr.pairs), teacher_per_view=per_view)
         result = self.reward_manager(data, return_dict=True)
         assert isinstance(result, dict)
+        if self.cr.get("reward_dump"):
+            extra = result["reward_extra_info"]
+            rows = reward_rows(data, extra["cr_reward"], extra["cr_rewarded"], self.tokenizer)
+            write_jsonl_atomic(reward_dump_file(Path(self.cr.run_dir), self.global_steps), rows)
         batch.batch["rm_scores"] = rm_scores_for(result["reward_tensor"], order)
         ours = {**result["metrics"], "ema_rate": rate, "reward_step_seconds": time.perf_counter() - started}
         metrics.update({METRIC_PREFIX + k: v for k, v in ours.items() if v is not None})

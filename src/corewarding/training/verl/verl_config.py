@@ -317,6 +317,7 @@ def corewarding_section(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         "run_dir": run,
         "metrics_file": str(metrics_file(Path(run_dir))),
         "verl_log_dir": f"{run}/{VERL_LOGS}",
+        "reward_dump": bool(cfg.verl.get("reward_dump", False)),
     }
 
 
