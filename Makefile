@@ -10,7 +10,7 @@ export WANDB_MODE := disabled
 VERL_VENV := .venv-verl
 VERL_STAMP := $(VERL_VENV)/.installed
 
-.PHONY: verl-e2e install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench
+.PHONY: verl-e2e verl-e2e-bench install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -58,6 +58,9 @@ $(VERL_STAMP): pyproject.toml tools/vllm-cpu-dist/pyproject.toml
 
 verl-e2e: $(VERL_STAMP)
 	HF_HUB_OFFLINE=1 $(VERL_VENV)/bin/python -m pytest tests/verl_e2e -p no:cacheprovider --durations=0 -x
+
+verl-e2e-bench: $(VERL_STAMP)   # verl-e2e's seconds per method and per launch (start-up is the figure to beat)
+	$(VERL_VENV)/bin/python benchmarks/verl_e2e_perf.py $(METHODS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests dashboard benchmarks flows
