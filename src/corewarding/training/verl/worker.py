@@ -22,11 +22,13 @@ from tensordict import TensorDict
 from verl.single_controller.base.decorator import Dispatch, make_nd_compute_dataproto_dispatch_fn, register
 from verl.utils import tensordict_utils as tu
 from verl.utils.device import get_device_id
+from verl.utils.torch_dtypes import PrecisionType
 from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.checkpoint_guard import check_optimizer_state, check_pickles, rank_shards
+from corewarding.training.verl.rollout_weights import CastWeights, EngineHolder
 from corewarding.training.verl.rotation import rotate
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
 from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
@@ -80,10 +82,6 @@ class CorewardingWorker(ActorRolloutRefWorker):
     async def corewarding_teacher_to_rollout(self, global_steps: int | None = None) -> None:
         """Load the teacher's weights into the sleeping rollout engine and wake it (verl's naive sync path), cast to
         the rollout's dtype on this side (``rollout_weights``: verl would send the fp32 teacher as is)."""
-        from verl.utils.torch_dtypes import PrecisionType
-
-        from corewarding.training.verl.rollout_weights import CastWeights, EngineHolder
-
         actor, ref = self._engines()
         dtype = PrecisionType.to_dtype(str(self.config.rollout.dtype))
         # update_weights reads self.actor.engine only; the teacher's engine has the same interface
