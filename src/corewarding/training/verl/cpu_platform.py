@@ -210,7 +210,7 @@ def _patch_vllm_linear_weights() -> None:
     the sync load them and vLLM re-run the packing after it."""
     try:
         from vllm.model_executor.layers import linear  # vllm: only where vLLM is installed
-        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm  # vllm: likewise
     except ImportError:
         return
     method = linear.UnquantizedLinearMethod
