@@ -9,6 +9,7 @@ from typing import NamedTuple, TypeGuard
 
 VIEWS = ("original", "rephrased", "teacher")
 VIEW_TAGS = {"original": "ori", "rephrased": "aug"}  # suffixes of per-view metrics (the reference's names)
+PER_VIEW_LOSS_METRICS = ("pg_loss", "kl_mean", "clipfrac", "ppo_kl")  # logged as {name}_{ori,aug} for two views
 
 
 class Rollout(NamedTuple):

@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from corewarding.methods.base import VIEW_TAGS
-
-PER_VIEW_LOSS_METRICS = ("pg_loss", "kl_mean", "clipfrac", "ppo_kl")  # logged as {name}_{ori,aug} for two views
+from corewarding.methods.base import PER_VIEW_LOSS_METRICS, VIEW_TAGS
 
 
 def masked_token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

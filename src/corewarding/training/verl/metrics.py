@@ -16,9 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from corewarding.methods.base import VIEW_TAGS
+from corewarding.methods.base import PER_VIEW_LOSS_METRICS, VIEW_TAGS
 from corewarding.methods.co_rewarding_3 import LABEL_METRICS
-from corewarding.training.losses import PER_VIEW_LOSS_METRICS
 
 ATTEMPT_GLOB = "attempt-*.jsonl"
 FROM_VERL = {

@@ -31,8 +31,8 @@ from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_pad
 
 from corewarding import methods
 from corewarding.files import write_jsonl_atomic
-from corewarding.run_folder import reward_dump_file
 from corewarding.methods.co_rewarding_2 import ema_rate
+from corewarding.run_folder import reward_dump_file
 from corewarding.training.verl.batch import union_columns
 from corewarding.training.verl.checkpoint_guard import check_pickles, resume_folder
 from corewarding.training.verl.hook import ROW_KEY, manager_input, reward_rows, rm_scores_for, view_entropy
