@@ -123,7 +123,7 @@ class CorewardingTrainer(RayPPOTrainer):
         if self.cr.get("reward_dump"):
             extra = result["reward_extra_info"]
             rows = reward_rows(data, extra["cr_reward"], extra["cr_rewarded"], self.tokenizer)
-            write_jsonl_atomic(reward_dump_file(Path(self.cr.run_dir), self.global_steps), rows)
+            write_jsonl_atomic(rows, reward_dump_file(Path(self.cr.run_dir), self.global_steps))
         batch.batch["rm_scores"] = rm_scores_for(result["reward_tensor"], order)
         ours = {**result["metrics"], "ema_rate": rate, "reward_step_seconds": time.perf_counter() - started}
         metrics.update({METRIC_PREFIX + k: v for k, v in ours.items() if v is not None})
