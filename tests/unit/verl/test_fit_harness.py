@@ -41,6 +41,7 @@ def run_fit(method: str, artifacts_dir: Path, tmp_path: Path, tokenizer: PreTrai
         trainer.config.trainer.test_freq = -1
         trainer.config.trainer.save_freq = 2
         trainer.config.trainer.resume_mode = "disable"
+        trainer.config.corewarding.reward_dump = True
     trainer.total_training_steps = 2
     wg = FakeWorkerGroup(dp_size=2)
     trainer.actor_rollout_wg = trainer.ref_policy_wg = wg
@@ -132,6 +133,13 @@ def test_fit_runs_two_full_steps_of_every_method(
     assert after_save == "corewarding_rotate_checkpoints" and rotations == [
         {"dir": trainer.config.trainer.default_local_dir, "keep": trainer.config.trainer.max_actor_ckpt_to_keep}
     ]
+    dumps = sorted((Path(trainer.cr.run_dir) / "verl_rewards").glob("step_*.jsonl"))  # verl.reward_dump
+    assert [p.name for p in dumps] == ["step_0001.jsonl", "step_0002.jsonl"]
+    for i, (path, update) in enumerate(zip(dumps, updates, strict=True)):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        trained = sorted(r["reward"] for r in rows if r["rewarded"])
+        assert trained == pytest.approx(sorted(update["token_level_rewards"].sum(-1).tolist()), abs=1e-5)
+        assert len(rows) == len(policy_calls[i]) + (len(manager.calls[2 * i + 1]) if teacher else 0)
     exported = [json.loads(x) for x in Path(trainer.cr.metrics_file).read_text().splitlines()]  # our schema
     assert [m["step"] for m in exported] == [1, 2]
     for m, update in zip(exported, updates, strict=True):
