@@ -28,6 +28,7 @@ from verl.workers.utils.losses import ppo_loss
 
 from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
 from corewarding.training.verl.checkpoint_guard import check_optimizer_state, check_pickles, rank_shards
+from corewarding.training.verl.phase_memory import measured
 from corewarding.training.verl.rollout_weights import CastWeights, EngineHolder
 from corewarding.training.verl.rotation import rotate
 from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
@@ -92,6 +93,7 @@ class CorewardingWorker(ActorRolloutRefWorker):
             self.actor = actor
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    @measured("old_log_prob")
     def corewarding_log_prob_with_self_certainty(self, data: TensorDict) -> TensorDict | None:
         """The actor's log-prob pass (log-probs, entropy) plus per-token self-certainty of the same logits."""
         actor: Any = self.actor
@@ -112,6 +114,19 @@ class CorewardingWorker(ActorRolloutRefWorker):
         counts.copy_(on_device.cpu())
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    @measured("old_log_prob")
+    def compute_log_prob(self, data: TensorDict) -> TensorDict | None:
+        """verl's, measured when ``COREWARDING_PHASE_MEMORY`` is set (``phase_memory``)."""
+        return super().compute_log_prob(data)
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="ref"))
+    @measured("ref_log_prob")
+    def compute_ref_log_prob(self, data: TensorDict) -> TensorDict | None:
+        """verl's, measured when ``COREWARDING_PHASE_MEMORY`` is set (``phase_memory``)."""
+        return super().compute_ref_log_prob(data)
+
+    @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
+    @measured("update")
     def update_actor(self, data: TensorDict) -> TensorDict | None:
         """verl's update; with ``actor_rollout_ref.corewarding_view_sum_loss`` (set for pair cells, Co-rewarding-I)
         trained on the sum of its per-view token-means (``view_loss``).
@@ -134,6 +149,7 @@ class CorewardingWorker(ActorRolloutRefWorker):
             actor.loss_fn = loss_fn
 
     @register(dispatch_mode=ONE_TO_ALL)
+    @measured("save")
     def save_checkpoint(
         self, local_path: str, hdfs_path: str | None = None, global_step: int = 0, max_ckpt_to_keep: int | None = None
     ) -> None:
