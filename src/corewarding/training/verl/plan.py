@@ -84,6 +84,8 @@ class VerlFacts:
     strategy: str = "fsdp2"  # fsdp (FSDP1) pins a gradient buffer beside each offloaded shard; fsdp2 does not
     bucket_mb: int = 2048  # rollout.checkpoint_engine.update_weights_bucket_megabytes
     rollout_dtype: str = "bfloat16"
+    logits_dtype: str = "bfloat16"  # the lm_head's compute dtype: FSDP's param dtype (actor.fsdp_config.dtype)
+    remove_padding: bool = True  # model.use_remove_padding (verl.platform=cpu turns it off)
 
     @classmethod
     def default(cls, cfg: DictConfig) -> VerlFacts:
@@ -101,6 +103,8 @@ class VerlFacts:
             strategy=str(arr.actor.strategy),
             bucket_mb=int(arr.rollout.checkpoint_engine.update_weights_bucket_megabytes),
             rollout_dtype=str(arr.rollout.dtype),
+            logits_dtype=str(engine.dtype),
+            remove_padding=bool(arr.model.use_remove_padding),
         )
 
 
@@ -191,44 +195,88 @@ def has_reference(cfg: DictConfig) -> bool:
     return bool(cfg.method.get("teacher")) or bool(cfg.grpo.use_kl_loss)
 
 
-def logits_gb(micro_batch: int, tokens: int, vocab: int) -> float:
-    """bf16 logits of one micro-batch at full length."""
-    return micro_batch * tokens * vocab * LOGITS_BYTES / GB
+def logits_gb(micro_batch: int, tokens: int, vocab: int, dtype_bytes: int = LOGITS_BYTES) -> float:
+    """The logits of one micro-batch (bf16 unless told otherwise)."""
+    return micro_batch * tokens * vocab * dtype_bytes / GB
 
 
-def mask_gb(micro_batch: int, tokens: int, attn_implementation: str) -> float:
-    """sdpa's (and eager's) dense mask over one packed micro-batch: (micro-batch x tokens)^2 x 3 bytes; flash: 0."""
+def mask_gb(micro_batch: int, tokens: int, attn_implementation: str, packed: bool = True) -> float:
+    """sdpa's (and eager's) dense mask over one packed micro-batch: (micro-batch x tokens)^2 x 3 bytes; flash: 0.
+    Unpacked (no remove-padding): one (tokens x tokens) mask per sequence."""
     if attn_implementation == "flash_attention_2":
         return 0.0
+    if not packed:
+        return micro_batch * tokens * tokens * MASK_BYTES / GB
     nnz = micro_batch * tokens
     return nnz * nnz * MASK_BYTES / GB
 
 
-def entropy_gb(micro_batch: int, tokens: int, vocab: int, chunk_rows: int) -> float:
+def entropy_gb(micro_batch: int, tokens: int, vocab: int, chunk_rows: int, dtype_bytes: int = LOGITS_BYTES) -> float:
     """The entropy's temporaries beside the logits (verl's ``entropy_from_logits[_with_chunking]``)."""
     if chunk_rows <= 0:  # softmax(logits) and softmax * logits, both in the logits' dtype
-        return 2 * logits_gb(micro_batch, tokens, vocab)
+        return 2 * logits_gb(micro_batch, tokens, vocab, dtype_bytes)
     return ENTROPY_TEMPORARIES * min(chunk_rows, micro_batch * tokens) * vocab * 4 / GB
+
+
+def phase_terms(
+    cfg: DictConfig,
+    shape: ModelShape,
+    facts: VerlFacts,
+    log_prob_tokens: int | None = None,
+    train_tokens: int | None = None,
+) -> dict[str, float]:
+    """What each worker phase adds per device (GB) on top of what is always resident: ``old_log_prob``,
+    ``ref_log_prob`` (with a reference), ``train`` (gradients included) and ``save``.
+
+    The tokens of a micro-batch default to ``max_prompt_length + max_response_length`` (responses at full length);
+    ``benchmarks/memory_plan_check.py`` passes a measured run's longest sequences instead. The logits' dtype is
+    ``facts.logits_dtype`` (bf16 on GPUs, fp32 in the CPU run). Without remove-padding (``verl.platform=cpu``) verl
+    takes its padded branch (``transformer_impl.py`` ~1476-1520): the entropy is computed unchunked whatever the
+    chunking setting (``verl_F.entropy_from_logits``, ~1489), and the real rows are copied out of the padded logits
+    with ``torch.cat`` (~1500) before the log-probs: one more copy of the logits beside them.
+    """
+    v, g = cfg.verl, cfg.grpo
+    per_device = shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
+    full = int(g.max_prompt_length) + int(g.max_response_length)
+    lp_tokens, tokens = log_prob_tokens or full, train_tokens or full
+    attn, packed = str(v.attn_implementation), facts.remove_padding
+    nbytes = DTYPE_BYTES[facts.logits_dtype]
+    scaled = 1 if float(g.temperature) == 1.0 else 2  # logits / temperature is a second copy
+    mb_lp, mb = int(g.log_prob_micro_batch_size), int(g.micro_batch_size)
+    lp_logit = logits_gb(mb_lp, lp_tokens, shape.vocab_size, nbytes)
+    lp_logits = scaled * lp_logit
+    chunk_rows = facts.entropy_chunk_rows if packed else 0  # the padded branch never chunks
+    extra = entropy_gb(mb_lp, lp_tokens, shape.vocab_size, chunk_rows, nbytes)
+    if str(cfg.method.reward) == "self_certainty":
+        chunk = int(v.self_certainty_chunk_tokens)  # 0 or less: no chunking, the whole micro-batch upcast at once
+        chunk = chunk if chunk > 0 else mb_lp * lp_tokens
+        extra = max(extra, chunk * shape.vocab_size * 4 * 2 / GB)  # its fp32 chunk and logsumexp's temporary
+    unpadded_copy = 0.0 if packed else lp_logit  # the padded branch's torch.cat of the real rows
+    terms = {"old_log_prob": lp_logits + max(extra, unpadded_copy) + mask_gb(mb_lp, lp_tokens, attn, packed)}
+    if has_reference(cfg):
+        terms["ref_log_prob"] = lp_logits + unpadded_copy + mask_gb(mb_lp, lp_tokens, attn, packed)
+    train_logit = logits_gb(mb, tokens, shape.vocab_size, nbytes)
+    activations = mb * tokens * shape.hidden_size * shape.num_layers * 2 / GB
+    train_copies = 1 + scaled + (0 if packed else 2)  # unpadded: the torch.cat copy and its gradient too
+    terms["train"] = (
+        GRAD_BYTES * per_device + train_copies * train_logit + activations + mask_gb(mb, tokens, attn, packed)
+    )
+    # save: verl's FSDP2 checkpoint streams the actor's shards as they are (torch.save); the teacher's shards are
+    # cloned to the host first (save_teacher_shards), which is the device on CPU and pinned host memory on GPUs
+    teacher = DTYPE_BYTES[facts.ref_dtype] * per_device if cfg.method.get("teacher") else 0.0
+    terms["save"] = teacher
+    return terms
 
 
 def gpu_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str, float]:
     """Per-device GB of each phase (see the module docstring)."""
-    v, g = cfg.verl, cfg.grpo
+    v = cfg.verl
     per_device = (
         shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
     )  # GB that one byte per parameter takes on a device
     actor_offload = bool(v.actor_param_offload)
     resident = OVERHEAD_GB + (0.0 if actor_offload else (MASTER_BYTES + ADAM_STATE_BYTES) * per_device)
-    tokens = int(g.max_prompt_length) + int(g.max_response_length)
-    attn = str(v.attn_implementation)
-    scaled = 1 if float(g.temperature) == 1.0 else 2  # logits / temperature is a second copy
-    mb_lp, mb = int(g.log_prob_micro_batch_size), int(g.micro_batch_size)
-    lp_logits = scaled * logits_gb(mb_lp, tokens, shape.vocab_size)
-    extra = entropy_gb(mb_lp, tokens, shape.vocab_size, facts.entropy_chunk_rows)
-    if str(cfg.method.reward) == "self_certainty":
-        chunk = int(v.self_certainty_chunk_tokens)  # 0 or less: no chunking, the whole micro-batch upcast at once
-        chunk = chunk if chunk > 0 else mb_lp * tokens
-        extra = max(extra, chunk * shape.vocab_size * 4 * 2 / GB)  # its fp32 chunk and logsumexp's temporary
+    terms = phase_terms(cfg, shape, facts)
     rollout_bytes = DTYPE_BYTES[facts.rollout_dtype]
     largest = shape.vocab_size * shape.hidden_size / GB  # the embedding (and the untied lm_head): one full tensor
     teacher_cast = rollout_bytes * largest if cfg.method.get("teacher") else 0.0
@@ -239,23 +287,12 @@ def gpu_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str
         + facts.bucket_mb / 1024
         + MASTER_BYTES * largest
         + teacher_cast,
-        "old_log_prob": resident
-        + (MASTER_BYTES * per_device if actor_offload else 0.0)
-        + lp_logits
-        + extra
-        + mask_gb(mb_lp, tokens, attn),
+        "old_log_prob": resident + (MASTER_BYTES * per_device if actor_offload else 0.0) + terms["old_log_prob"],
     }
-    if has_reference(cfg):
-        phases["ref_log_prob"] = resident + lp_logits + mask_gb(mb_lp, tokens, attn)
-    train_state = (MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES if actor_offload else GRAD_BYTES) * per_device
-    activations = mb * tokens * shape.hidden_size * shape.num_layers * 2 / GB
-    phases["train"] = (
-        resident
-        + train_state
-        + (1 + scaled) * logits_gb(mb, tokens, shape.vocab_size)
-        + activations
-        + mask_gb(mb, tokens, attn)
-    )
+    if "ref_log_prob" in terms:
+        phases["ref_log_prob"] = resident + terms["ref_log_prob"]
+    offloaded_state = (MASTER_BYTES + ADAM_STATE_BYTES) * per_device if actor_offload else 0.0
+    phases["train"] = resident + offloaded_state + terms["train"]
     return phases
 
 
