@@ -98,3 +98,6 @@ audit-bench: $(STAMP)   # corewarding audit's overhead per checkpoint (all but g
 
 clean:
 	rm -rf runs artifacts data results .pytest_cache
+
+memory-plan-check: $(VERL_STAMP)   # plan.py's phases against one measured CPU launch (docs/gpu-plan.md); ~9 GiB
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(VERL_VENV)/bin/python benchmarks/memory_plan_check.py
