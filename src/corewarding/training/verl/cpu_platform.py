@@ -275,6 +275,17 @@ def _patch_tcpstore_loopback() -> None:
     setattr(module, "TCPStore", loopback_tcpstore)  # noqa: B010  (torch's module, read at call time)
 
 
+def _patch_ray_loopback() -> None:
+    """ray/_private/services.py ~811 ``get_node_ip_address``: with Ray's cluster mode on (Linux's default) a process
+    takes the network interface's address as its node's, even under ``ray.init(_node_ip_address="127.0.0.1")``, and
+    verl hands that address to the gloo rendezvous (MASTER_ADDR) and to vLLM's HTTP servers. The constant is read
+    when the function runs, so clearing it here puts every later call on loopback; ``CPU_ENV`` carries the same
+    setting to processes that read it at import."""
+    from ray._private import ray_constants  # ray: only a CPU run imports this module
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
 _ACTIVE = False
 
@@ -292,6 +303,7 @@ def activate() -> None:
     platform_manager.set_platform(platform_cls())
     _patch_init_process_group()
     _patch_tcpstore_loopback()
+    _patch_ray_loopback()
     _patch_vllm_linear_weights()
     _patch_offload_pin_memory()
     _ACTIVE = True
