@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
 import time
@@ -60,6 +61,30 @@ class ListenWatch:
             for (ip, port), name in sorted(self.seen.items())
             if not ipaddress.ip_address(ip).is_loopback
         ]
+
+
+def kill_run(tag: str, driver_pid: int) -> int:
+    """SIGKILL a launch as a crashed node would be: its driver's process group and every Ray worker and vLLM process
+    carrying ``tag`` (the shared Ray head's own processes stay). Killing the driver alone is not enough: its actors
+    run on until Ray notices the driver is gone, long enough to train another step. Returns the processes killed."""
+    import os
+    import signal
+
+    import psutil
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(driver_pid, signal.SIGKILL)
+    victims = []
+    for proc in psutil.process_iter(["name"]):
+        name = proc.info["name"] or ""
+        if not (name.startswith("ray::") or name.startswith("VLLM")):
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(TAG_ENV) == tag:
+                proc.kill()
+                victims.append(proc)
+    psutil.wait_procs(victims, timeout=60)
+    return len(victims)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.2) -> None:
