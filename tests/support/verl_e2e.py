@@ -12,6 +12,13 @@ SFT_STEPS = 200  # a warm start of the tiny Qwen3, so some answers are boxed and
 TAG_ENV = "COREWARDING_E2E_TAG"  # set in every process of the run (Ray's and ours), to find their sockets
 
 
+def is_loopback(ip: str) -> bool:
+    """127.0.0.0/8 or ::1, also written as an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``, a dual-stack socket)."""
+    address = ipaddress.ip_address(ip)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
 class ListenWatch:
     """Samples the listening sockets of the tagged processes while it runs; ``outside`` names any not on loopback."""
 
@@ -59,7 +66,7 @@ class ListenWatch:
         return [
             f"{name} listens on {ip}:{port}"
             for (ip, port), name in sorted(self.seen.items())
-            if not ipaddress.ip_address(ip).is_loopback
+            if not is_loopback(ip)
         ]
 
 
