@@ -64,9 +64,7 @@ class ListenWatch:
 
     def outside(self) -> list[str]:
         return [
-            f"{name} listens on {ip}:{port}"
-            for (ip, port), name in sorted(self.seen.items())
-            if not is_loopback(ip)
+            f"{name} listens on {ip}:{port}" for (ip, port), name in sorted(self.seen.items()) if not is_loopback(ip)
         ]
 
 
