@@ -198,14 +198,20 @@ def test_two_steps_save_kill_resume_one_more(
     assert f"Setting global step to {killed_at}" in text, f"the second launch did not resume from step {killed_at}"
 
     rows = metrics(run_dir)
-    assert [r["step"] for r in rows] == list(range(1, TOTAL_STEPS + 1)), rows
+    steps = [r["step"] for r in rows]
+    # verl logs a step after saving it: killed in between, the saved step has no row, and the export says so
+    missing = sorted(set(range(1, TOTAL_STEPS + 1)) - set(steps))
+    assert steps == sorted(set(steps)) and missing in ([], [killed_at]), steps
+    if missing:
+        assert f"no metrics for step(s) {killed_at}:" in text
     assert any(r.get("grad_norm", 0) > 0 for r in rows), "no step changed the policy"
     names = {k for r in rows for k in r} - {"val_accuracy"}
     local = local_metric_names(method, tmp_path, e2e_env) - {"val_accuracy"}
     assert names == local, f"verl only: {sorted(names - local)}; local only: {sorted(local - names)}"
 
     if method in TEACHER_METHODS:  # the first step after the resume: its EMA reads what the resume restored
-        assert_teacher_is_ema(run_dir, killed_at + 1, float(rows[killed_at]["ema_rate"]))
+        after_resume = next(r for r in rows if r["step"] == killed_at + 1)
+        assert_teacher_is_ema(run_dir, killed_at + 1, float(after_resume["ema_rate"]))
     if method == "co_rewarding_3":
         assert_labels_from_the_other_views_teacher(run_dir)
     if method == "co_rewarding_1":

@@ -73,6 +73,23 @@ def test_a_resumed_attempt_replaces_the_steps_it_redoes(tmp_path: Path) -> None:
     assert (rows[3]["reward_mean"], rows[4]["reward_mean"]) == (0.9, 0.95)
 
 
+def test_a_step_saved_but_never_logged_is_reported_not_filled_in(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """verl logs a step after saving it: killed in between, attempt 1 has step 1 only, and the resume (from the step-2
+    save) starts at step 3. The export keeps what exists and names the missing step, once."""
+    logs = tmp_path / "verl_logs"
+    write(next_attempt_file(logs), [step_record(1, 0.1)])
+    write(next_attempt_file(logs), [step_record(3, 0.3), step_record(4, 0.4)])
+    with caplog.at_level("WARNING", logger="corewarding.training.verl.metrics"):
+        assert export_metrics(logs, tmp_path / "metrics.jsonl") == 3
+        export_metrics(logs, tmp_path / "metrics.jsonl")
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 3, 4]
+    warnings = [r.getMessage() for r in caplog.records if "no metrics for step" in r.getMessage()]
+    assert len(warnings) == 1 and "step(s) 2:" in warnings[0] and "metrics.jsonl" in warnings[0]
+
+
 def test_a_corrupt_line_before_the_end_is_an_error_naming_it(tmp_path: Path) -> None:
     logs = tmp_path / "verl_logs"
     next_attempt_file(logs).write_text('{"step": 1, "data": {}}\nnot json\n{"step": 2, "data": {}}\n')

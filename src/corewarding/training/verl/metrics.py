@@ -8,6 +8,7 @@ redoes the steps after its checkpoint, so its records replace the earlier attemp
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -18,6 +19,8 @@ from typing import Any
 
 from corewarding.methods.base import PER_VIEW_LOSS_METRICS, VIEW_TAGS
 from corewarding.methods.co_rewarding_3 import LABEL_METRICS
+
+log = logging.getLogger(__name__)
 
 ATTEMPT_GLOB = "attempt-*.jsonl"
 FROM_VERL = {
@@ -123,10 +126,28 @@ def merge_attempts(attempts: Iterable[list[tuple[int, dict[str, Any]]]]) -> dict
     return merged
 
 
+def missing_steps(merged: dict[int, dict[str, Any]]) -> list[int]:
+    """Training steps below the last one with no training record: verl 0.9.1 logs a step's metrics after its save
+    (``ray_trainer.py`` fit), so a run killed between the two resumes after that step and never logs it."""
+    trained = {step for step, data in merged.items() if not _validation_only(data)}
+    return sorted(set(range(1, max(trained, default=0) + 1)) - trained)
+
+
+_REPORTED_GAPS: set[tuple[str, tuple[int, ...]]] = set()
+
+
 def export_metrics(log_dir: str | Path, metrics_file: str | Path) -> int:
-    """Rewrite ``metrics_file`` from every attempt's verl log (atomically); returns the rows written."""
+    """Rewrite ``metrics_file`` from every attempt's verl log (atomically); returns the rows written. A training step
+    without a record is reported (once per process), never filled in."""
     attempts = [read_attempt(p) for p in sorted(Path(log_dir).glob(ATTEMPT_GLOB))]
     merged = merge_attempts(attempts)
+    gaps = tuple(missing_steps(merged))
+    if gaps and (str(metrics_file), gaps) not in _REPORTED_GAPS:
+        _REPORTED_GAPS.add((str(metrics_file), gaps))
+        log.warning(
+            "%s: no metrics for step(s) %s: the run was stopped after saving them and before verl logged them "
+            "(a resume does not repeat a saved step)", metrics_file, ", ".join(map(str, gaps)),
+        )  # fmt: skip
     rows = [to_ours(step, merged[step]) for step in sorted(merged)]
     target = Path(metrics_file)
     target.parent.mkdir(parents=True, exist_ok=True)
