@@ -44,7 +44,7 @@ gpu-smoke: $(STAMP)
 
 # verl 0.9.1's own trainer end to end on CPU, every method: vLLM's CPU engine behind verl's agent loop, FSDP2 on gloo
 # with two ranks, our plug-ins; two steps, a save, a kill, a resume, one more step (docs/gpu-harness.md). Its own
-# venv, so `make install` stays lean. About 8.5 GiB of memory per launch; one launch at a time.
+# venv, so `make install` stays lean. About 12 GiB of memory at a launch's peak; one launch at a time.
 $(VERL_STAMP): pyproject.toml tools/vllm-cpu-dist/pyproject.toml
 	test -x $(VERL_VENV)/bin/python || $(PY) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
