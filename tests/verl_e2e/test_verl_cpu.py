@@ -105,29 +105,46 @@ def local_metric_names(method: str, tmp: Path, env: dict[str, str]) -> set[str]:
     return {k for row in metrics(tmp / "local") for k in row}
 
 
+def dumped_steps(run_dir: Path) -> list[list[dict]]:
+    steps = sorted((run_dir / "verl_rewards").glob("step_*.jsonl"))
+    assert len(steps) == TOTAL_STEPS, steps  # written in the reward step, before the save: the kill loses none
+    return [[json.loads(line) for line in path.read_text().splitlines()] for path in steps]
+
+
+def assert_teacher_rows_join_the_policy_groups(run_dir: Path) -> None:
+    """Co-rewarding-II/III, every step: each teacher row votes in a group of the policy's, on that group's prompt of
+    its view, and some label is non-empty (rows that lost their uid would each vote alone: every label empty)."""
+    labelled = 0
+    for rows in dumped_steps(run_dir):
+        policy = {(r["group"], r["view"]): r["prompt"] for r in rows if not r["view"].startswith("teacher")}
+        for r in (r for r in rows if r["view"].startswith("teacher")):
+            view = r["view"].removeprefix("teacher").lstrip("_") or "original"
+            assert (r["group"], view) in policy, f"teacher row in group {r['group']!r}, which no policy row has"
+            assert r["prompt"] == policy[(r["group"], view)], f"{r['group']}: the teacher answered another prompt"
+        labelled += sum(r["reward"] > 0 for r in rows if r["rewarded"])
+    assert labelled > 0, "no policy row matched a teacher label in any step"
+
+
 def assert_labels_from_the_other_views_teacher(run_dir: Path) -> None:
     """Co-rewarding-III, every step: the teacher rows tagged with a view answer that view's prompt, and each policy
     row's reward is its match with the majority of the teacher's answers on the *other* view's prompt."""
     from corewarding.methods import co_rewarding_3
     from corewarding.methods.base import Rollout
 
-    steps = sorted((run_dir / "verl_rewards").glob("step_*.jsonl"))
-    assert len(steps) == TOTAL_STEPS, steps
-    for path in steps:
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for number, rows in enumerate(dumped_steps(run_dir), 1):
         prompts: dict[tuple[str, str], set[str]] = {}
         for r in rows:
             view = r["view"].removeprefix("teacher_")
             prompts.setdefault((r["group"], view), set()).add(r["prompt"])
         for (group, view), texts in prompts.items():
-            assert len(texts) == 1, f"{path.name} {group} {view}: the policy and the teacher saw different prompts"
+            assert len(texts) == 1, f"dump {number} {group} {view}: the policy and the teacher saw different prompts"
             other = "rephrased" if view == "original" else "original"
-            assert texts != prompts[(group, other)], f"{path.name} {group}: both views have the same prompt"
+            assert texts != prompts[(group, other)], f"dump {number} {group}: both views have the same prompt"
         policy = [i for i, r in enumerate(rows) if r["rewarded"]]
         assert {rows[i]["view"] for i in policy} == {"original", "rephrased"}
         scored = co_rewarding_3.score([Rollout(r["group"], r["view"], r["response"]) for r in rows]).scored
         by_index = {s.index: s.reward for s in scored}
-        assert [rows[i]["reward"] for i in policy] == [by_index[i] for i in policy], path.name
+        assert [rows[i]["reward"] for i in policy] == [by_index[i] for i in policy], f"dump {number}"
 
 
 def shards(path: Path) -> dict[str, torch.Tensor]:
@@ -209,6 +226,8 @@ def test_two_steps_save_kill_resume_one_more(
     local = local_metric_names(method, tmp_path, e2e_env) - {"val_accuracy"}
     assert names == local, f"verl only: {sorted(names - local)}; local only: {sorted(local - names)}"
 
+    if method in TEACHER_METHODS:
+        assert_teacher_rows_join_the_policy_groups(run_dir)
     if method in TEACHER_METHODS:  # the first step after the resume: its EMA reads what the resume restored
         after_resume = next(r for r in rows if r["step"] == killed_at + 1)
         assert_teacher_is_ema(run_dir, killed_at + 1, float(after_resume["ema_rate"]))

@@ -165,3 +165,16 @@ def test_reward_rows_name_each_scored_row_with_its_texts(
     assert rows[0]["group"] == "q0/original" and "\\boxed{5}" in rows[0]["response"]
     assert [r["response"] for r in rows[8:12]] == [f"so the answer is \\boxed{{{a}}}" for a in ["5", "6", "5", "5"]]
     assert all(r["prompt"] and "<|im_start|>" not in r["prompt"] for r in rows)
+
+
+def test_teacher_rows_without_a_uid_are_an_error_not_groups_of_their_own(
+    make_training_batch: Callable, make_rollouts: Callable
+) -> None:
+    """verl's agent loop drops the input's columns; without the re-attach each teacher row would vote alone, every
+    label would be empty and every reward 0 (make verl-e2e ran so, silently, before this check)."""
+    batch = make_training_batch(["original"])
+    teacher = make_rollouts("teacher").data_proto(lambda u: f"{u}/original", lambda u: u)
+    for key in ("cr_view", "cr_group", "uid"):
+        teacher.non_tensor_batch.pop(key)
+    with pytest.raises(ValueError, match="teacher's rollouts have no uid column"):
+        manager_input(batch, teacher=teacher)

@@ -48,10 +48,14 @@ def _part(
     return DataProto(batch=TensorDict(tensors, batch_size=len(order)), non_tensor_batch=non_tensor)
 
 
-def _vote_groups(data: DataProto, pairs: bool) -> list[str]:
-    """Each row's vote group: its verl uid, or with ``pairs`` its question (``extra_info.cr_pair``)."""
+def _vote_groups(data: DataProto, pairs: bool, what: str = "rollouts") -> list[str]:
+    """Each row's vote group: its verl uid, or with ``pairs`` its question (``extra_info.cr_pair``). Rows without
+    a uid are an error: a stand-in per row would give every row a group of its own, so no vote would ever join
+    (Co-rewarding-II's teacher rows lose theirs in verl's agent loop until ``union_columns`` puts them back)."""
     if not pairs:
-        return [str(u) for u in column(data, "uid", [str(i) for i in range(len(data))])]
+        if "uid" not in data.non_tensor_batch:
+            raise ValueError(f"the {what} have no uid column, so their votes cannot join their question's group")
+        return [str(u) for u in data.non_tensor_batch["uid"]]
     questions = _extra(data, PAIR_KEY, None)
     if any(p is None for p in questions):
         raise ValueError("paired rows need extra_info.cr_pair (prepare the data with corewarding)")
@@ -81,7 +85,7 @@ def manager_input(
         t_views = ["teacher"] * len(teacher)
         if teacher_per_view:
             t_views = [f"teacher_{v}" for v in _extra(teacher, VIEW_EXTRA_KEY, "original")]
-        t_groups = _vote_groups(teacher, pairs)
+        t_groups = _vote_groups(teacher, pairs, "teacher's rollouts")
         parts.append(_part(teacher, np.arange(len(teacher)), t_views, t_groups, None))
         if stat is not None:
             parts[1].batch[STAT_KEY] = torch.zeros_like(parts[1].batch["responses"], dtype=torch.float32)
