@@ -279,7 +279,8 @@ def _cpu_keys(cfg: DictConfig) -> dict[str, Any]:
         f"{arr}.rollout.enable_sleep_mode": False,
         f"{arr}.rollout.max_model_len": int(g.max_prompt_length) + int(g.max_response_length),
         f"{arr}.rollout.agent.num_workers": 1,
-        f"{arr}.rollout.checkpoint_engine.update_weights_bucket_megabytes": 64,
+        # the bucket must hold the largest tensor: 151,936 x 128 fp32 embeddings are 74 MiB (tiny-qwen3-vocab)
+        f"{arr}.rollout.checkpoint_engine.update_weights_bucket_megabytes": 256,
     }
 
 
