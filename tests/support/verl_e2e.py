@@ -7,9 +7,15 @@ import ipaddress
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 SFT_STEPS = 200  # a warm start of the tiny Qwen3, so some answers are boxed and right: rewards are not all zero
 TAG_ENV = "COREWARDING_E2E_TAG"  # set in every process of the run (Ray's and ours), to find their sockets
+
+
+def has_tag(proc: Any, tag: str) -> bool:
+    """Whether a ``psutil.Process`` belongs to this run (its environment carries ``tag``); psutil errors propagate."""
+    return proc.environ().get(TAG_ENV) == tag
 
 
 def is_loopback(ip: str) -> bool:
@@ -33,7 +39,7 @@ class ListenWatch:
 
         try:
             proc = psutil.Process(pid)
-            return proc.name() if proc.environ().get(TAG_ENV) == self.tag else None
+            return proc.name() if has_tag(proc, self.tag) else None
         except (psutil.Error, OSError):
             return None
 
@@ -85,7 +91,7 @@ def kill_run(tag: str, driver_pid: int) -> int:
         if not (name.startswith("ray::") or name.startswith("VLLM")):
             continue
         with contextlib.suppress(psutil.Error):
-            if proc.environ().get(TAG_ENV) == tag:
+            if has_tag(proc, tag):
                 proc.kill()
                 victims.append(proc)
     psutil.wait_procs(victims, timeout=60)
