@@ -42,6 +42,7 @@ NEW_KEYS = (
 )
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
+ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"  # what every Ray worker of the run gets in its environment
 
 
 @functools.lru_cache(maxsize=1)
@@ -217,7 +218,7 @@ def _trainer_keys(cfg: DictConfig, run: str) -> dict[str, Any]:
         "trainer.balance_batch": True,  # the trainer's reward hook runs inside _balance_batch
         "trainer.use_v1": False,  # the plug-ins drive verl's RayPPOTrainer (see trainer.py)
         "trainer.device": "cuda",
-        "ray_kwargs.ray_init.runtime_env.env_vars": {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE},
+        ENV_VARS: {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE},
     }
 
 
@@ -239,18 +240,17 @@ def translate(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] |
     if address is not None:  # verl passes ray_kwargs.ray_init to ray.init(): address= joins the cluster
         out["ray_kwargs.ray_init.address"] = address
     out.update(_corewarding_worker_keys(cfg))
-    if cfg.verl.get("platform", "cuda") == "cpu":
-        out.update(_cpu_keys(cfg))
+    if cfg.verl.platform == "cpu":
+        out.update(_cpu_keys(cfg, out[ENV_VARS]))
     return out
 
 
-def _cpu_keys(cfg: DictConfig) -> dict[str, Any]:
+def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
     """``verl.platform=cpu``: verl's own trainer, vLLM's CPU engine and FSDP2 on gloo on the host (``make verl-e2e``;
     the platform and its fixes: ``cpu_platform.py``). Only device plumbing changes, never the algorithm's values."""
     from corewarding.training.verl.cpu_platform import CPU_ENV  # verl: imported when used
 
     arr, g, v = "actor_rollout_ref", cfg.grpo, cfg.verl
-    env = {**CPU_ENV, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
     ray: dict[str, Any] = {}
     if not v.get("ray_address"):  # a Ray of its own; joining a running one (make verl-e2e's), it brings its own
         ray = {
@@ -264,7 +264,7 @@ def _cpu_keys(cfg: DictConfig) -> dict[str, Any]:
         **ray,
         "trainer.device": "cpu",
         "data.dataloader_num_workers": 0,  # 8 loader processes by default: start-up time on a 2-core host
-        "ray_kwargs.ray_init.runtime_env.env_vars": env,
+        ENV_VARS: {**env_vars, **CPU_ENV},  # the plug-in's module, then the platform's environment
         f"{arr}.model.use_remove_padding": False,
         f"{arr}.model.enable_gradient_checkpointing": False,
         f"{arr}.model.override_config": {"attn_implementation": "eager"},
