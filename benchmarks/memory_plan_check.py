@@ -8,8 +8,8 @@ its resident memory at the phase's start: the phase's own working set, which is 
 top of what is always resident. The rollout's figure is each vLLM engine process's peak resident memory minus its
 size when it first appeared (imports done, no weights or KV cache yet), against the engine's budget on CPU: its
 KV cache (``VLLM_CPU_KVCACHE_SPACE``) and its weights. The plan is evaluated for the shapes the run really had: each
-phase's longest sequence (verl pads a micro-batch to its longest row on this path), fp32 everywhere as the CPU run
-computes, the run's micro-batches.
+phase's longest sequence (verl pads a micro-batch to its longest row on this path), the dtypes the run computes in
+(bf16 logits under verl's mixed precision, fp32 vLLM weights), the run's micro-batches.
 
 Prints phase | measured GB | plan GB | ratio and exits 1 if any phase is off by more than 25% of the measurement.
 Usage: make memory-plan-check

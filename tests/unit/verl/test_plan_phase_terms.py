@@ -1,5 +1,5 @@
 """plan.phase_terms: the per-phase working sets that ``gpu_phases`` adds to what is resident, and the CPU run's
-padded path (fp32 logits, no remove-padding) that ``benchmarks/memory_plan_check.py`` measures; and the opt-in
+padded path (no remove-padding) that ``benchmarks/memory_plan_check.py`` measures; and the opt-in
 phase sampler (``phase_memory``)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import open_dict
 
 from corewarding.config import compose_config
 from corewarding.training.verl import phase_memory
@@ -64,3 +65,16 @@ def test_the_sampler_writes_a_line_only_when_asked(tmp_path: Path, monkeypatch: 
     (row,) = [json.loads(line) for line in (tmp_path / "rank_1.jsonl").read_text().splitlines()]
     assert row["phase"] == "update" and row["rank"] == 1
     assert row["peak"] - row["start"] >= 60 * 2**20
+
+
+def test_the_logits_dtype_is_the_engines_mixed_precision_not_fsdp_config_dtype() -> None:
+    """verl's FSDP engine computes in ``mixed_precision.param_dtype`` (bf16 when unset) on every platform: the CPU
+    run's logits are bf16 too, which is what the memory check measured (3 bf16 copies in the old log-prob pass)."""
+    from corewarding.training.verl.verl_config import to_verl_config
+
+    cpu = ["backend=verl", "base_model=tiny-qwen3-vocab", "method=gt_grpo", "experiment=tiny_cpu", "verl.platform=cpu"]
+    verl_cfg = to_verl_config(compose_config(cpu), "runs/x")
+    assert VerlFacts.of(verl_cfg).logits_dtype == "bfloat16"
+    with open_dict(verl_cfg):
+        verl_cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision = {"param_dtype": "fp32"}
+    assert VerlFacts.of(verl_cfg).logits_dtype == "float32"

@@ -84,7 +84,7 @@ class VerlFacts:
     strategy: str = "fsdp2"  # fsdp (FSDP1) pins a gradient buffer beside each offloaded shard; fsdp2 does not
     bucket_mb: int = 2048  # rollout.checkpoint_engine.update_weights_bucket_megabytes
     rollout_dtype: str = "bfloat16"
-    logits_dtype: str = "bfloat16"  # the lm_head's compute dtype: FSDP's param dtype (actor.fsdp_config.dtype)
+    logits_dtype: str = "bfloat16"  # the lm_head's compute dtype: FSDP's mixed-precision param dtype
     remove_padding: bool = True  # model.use_remove_padding (verl.platform=cpu turns it off)
 
     @classmethod
@@ -103,9 +103,18 @@ class VerlFacts:
             strategy=str(arr.actor.strategy),
             bucket_mb=int(arr.rollout.checkpoint_engine.update_weights_bucket_megabytes),
             rollout_dtype=str(arr.rollout.dtype),
-            logits_dtype=str(engine.dtype),
+            logits_dtype=compute_dtype(engine),
             remove_padding=bool(arr.model.use_remove_padding),
         )
+
+
+def compute_dtype(engine: DictConfig) -> str:
+    """The dtype verl's FSDP engine computes in, hence the logits': ``mixed_precision.param_dtype`` (bf16 when
+    unset), the FSDP param dtype and the autocast dtype of its forward (``transformer_impl.py`` ~391-403, ~1559).
+    ``fsdp_config.dtype`` is not read by that engine."""
+    mixed = engine.get("mixed_precision") or {}
+    name = str(mixed.get("param_dtype", "bf16"))
+    return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
 
 
 @dataclass(frozen=True)

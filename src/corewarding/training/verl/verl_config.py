@@ -269,8 +269,6 @@ def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
         f"{arr}.model.enable_gradient_checkpointing": False,
         f"{arr}.model.override_config": {"attn_implementation": "eager"},
         f"{arr}.actor.use_torch_compile": False,
-        f"{arr}.actor.fsdp_config.dtype": "float32",
-        f"{arr}.ref.fsdp_config.dtype": "float32",
         f"{arr}.actor.fsdp_config.use_torch_compile": False,
         f"{arr}.ref.fsdp_config.use_torch_compile": False,
         f"{arr}.rollout.dtype": "float32",
