@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import errno
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -231,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
 
     install()  # each warning (offline Hub, bf16 on CPU, ...) once per process
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: where every thread is, on stderr
     try:
         return int(args.func(args))
     except (
