@@ -61,6 +61,16 @@ def _communicate_or_explain(proc: subprocess.Popen[str], clone: Path, moment: ob
                     f"checkout: {holders}\nstderr:\n{err[-6000:]}")  # fmt: skip
 
 
+def _before_the_handlers(returncode: int | None, sig: signal.Signals, out: str, err: str) -> bool:
+    """Python's default action for a signal that came before the command's handlers: death by SIGTERM, or a
+    KeyboardInterrupt traceback (exit 1) for SIGINT."""
+    if out:
+        return False
+    if sig == signal.SIGTERM:
+        return returncode == -signal.SIGTERM
+    return returncode == 1 and err.rstrip().endswith("KeyboardInterrupt")
+
+
 def _servers_of(clone: Path) -> list[psutil.Process]:
     """Prefect server processes whose home is this checkout's (found by their environment)."""
     found = []
@@ -115,6 +125,11 @@ def test_sigint_and_sigterm_at_random_moments_stop_cleanly_and_the_next_run_fini
         assert _servers_of(clone) == [], "a Prefect server outlived the run"
         if RESULTS_LINE in out and proc.returncode in (0, -sig):
             continue  # the run had finished; the signal met the interpreter on its way out: nothing to resume
+        if _before_the_handlers(proc.returncode, sig, out, err):
+            # `pipeline run` sets its handlers before any work; a busy machine can stretch the interpreter's start
+            # past the earliest moment, and then Python's default action ends it, with nothing started
+            assert "Prefect server" not in err, err[-2000:]
+            continue
         figures.append(
             {"signal": sig.name, "after_s": round(delay, 1), "exit_s": round(took, 2), "rc": proc.returncode}
         )

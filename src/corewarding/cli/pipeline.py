@@ -63,13 +63,16 @@ def _preflight(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = _preflight(args)
-
     try:
-        with interruptible(), prefect_api(Path.cwd()) as api_url:
-            if settings.work_pool:  # a typo'd pool, a server that is down, a missing store: one line, before any work
-                check_pipeline(api_url, settings.work_pool, settings.store_url, settings.store_dvc_remote, Path.cwd())
-            return _run_flow(args)
+        with interruptible():  # from the start: a signal during the preflight also ends in one line and 130/143
+            settings = _preflight(args)
+            with prefect_api(Path.cwd()) as api_url:
+                # a typo'd pool, a server that is down, a missing store: one line, before any work
+                if settings.work_pool:
+                    check_pipeline(
+                        api_url, settings.work_pool, settings.store_url, settings.store_dvc_remote, Path.cwd()
+                    )
+                return _run_flow(args)
     except Interrupted as stop:  # its cell runs cancelled, the private server stopped
         print(resume_hint(_resume_command(sys.argv[1:])), file=sys.stderr)
         return stop.exit_code

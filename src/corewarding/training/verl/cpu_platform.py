@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
+import importlib.machinery
 import logging
 import os
+import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -201,12 +205,11 @@ def _patch_vllm_linear_weights() -> None:
     """vllm/model_executor/layers/linear.py ~220: on CPU, ``process_weights_after_loading`` pre-packs each linear
     weight and drops the original (``remove_weight=True``). verl's weight sync then loads into parameters that no
     longer exist (verl/workers/rollout/vllm_rollout/utils.py ~405, ``model.load_weights``). Keeping the weights lets
-    the sync load them and vLLM re-run the packing after it."""
-    try:
-        from vllm.model_executor.layers import linear  # vllm: only where vLLM is installed
-        from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm  # vllm: likewise
-    except ImportError:
-        return
+    the sync load them and vLLM re-run the packing after it. Applied when vLLM imports the module
+    (``_after_import``)."""
+    from vllm.model_executor.layers import linear  # vllm: imported already (this runs after its import)
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm  # vllm: likewise
+
     method = linear.UnquantizedLinearMethod
     if getattr(method.process_weights_after_loading, "__corewarding_patched__", False):
         return
@@ -216,6 +219,81 @@ def _patch_vllm_linear_weights() -> None:
 
     process_weights_after_loading.__corewarding_patched__ = True  # type: ignore[attr-defined]
     method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
+
+
+def _patch_vllm_rendezvous_port() -> None:
+    """vllm/v1/executor/multiproc_executor.py ~128: the engine picks its workers' rendezvous port with
+    ``get_open_port`` (bind to port 0, close) and rank 0's worker binds it seconds later, once it has imported torch
+    and vLLM. Meanwhile the port is free, and the kernel may hand it to any outgoing connection on the machine (Ray
+    makes many): the worker's ``TCPStore`` then fails with "Address already in use" and the launch dies. The port is
+    kept bound here (``SO_REUSEADDR``, not listening) for the engine process's life: ``connect`` never takes an
+    explicitly bound port, and the worker's listening socket (``_patch_tcpstore_loopback``, ``SO_REUSEADDR``) may
+    share it. Applied when vLLM imports the module (``_after_import``)."""
+    import socket  # stdlib
+
+    from vllm.v1.executor import multiproc_executor  # vllm: imported already (this runs after its import)
+
+    if getattr(multiproc_executor.get_open_port, "__corewarding_patched__", False):
+        return
+
+    def reserved_open_port() -> int:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        _RESERVED_PORTS.append(sock)
+        return int(sock.getsockname()[1])
+
+    reserved_open_port.__corewarding_patched__ = True  # type: ignore[attr-defined]
+    multiproc_executor.get_open_port = reserved_open_port  # type: ignore[assignment]
+
+
+class _FixingLoader(importlib.abc.Loader):
+    """The module's own loader, with a fix run right after the module's code."""
+
+    def __init__(self, loader: Any, fix: Callable[[], None]) -> None:
+        self.loader, self.fix = loader, fix
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.fix()
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, ...: the module's own loader answers
+        return getattr(self.loader, name)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a fix right after a module's own code, when something imports it: the vLLM fixes cost no vLLM import in
+    the processes that never use vLLM (the driver, the FSDP ranks, the reward and agent-loop workers: ~2.7 s each)."""
+
+    def __init__(self, fixes: dict[str, Callable[[], None]]) -> None:
+        self.fixes = fixes
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        fix = self.fixes.get(fullname)
+        if fix is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(fullname, path, target) if find else None
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _FixingLoader(spec.loader, fix)
+                return spec  # type: ignore[no-any-return]
+        return None
+
+
+def _after_import(fixes: dict[str, Callable[[], None]]) -> None:
+    """Each fix now if its module is imported already, else when it is."""
+    pending = {}
+    for name, fix in fixes.items():
+        if name in sys.modules:
+            fix()
+        else:
+            pending[name] = fix
+    if pending:
+        sys.meta_path.insert(0, _AfterImport(pending))
 
 
 def _patch_offload_pin_memory() -> None:
@@ -282,6 +360,7 @@ def _patch_ray_loopback() -> None:
 
 TRANSFORMER_IMPL = "verl.workers.engine.fsdp.transformer_impl"
 _ACTIVE = False
+_RESERVED_PORTS: list[Any] = []  # sockets holding the vLLM rendezvous ports (_patch_vllm_rendezvous_port)
 
 
 def activate() -> None:
@@ -298,7 +377,12 @@ def activate() -> None:
     _patch_init_process_group()
     _patch_tcpstore_loopback()
     _patch_ray_loopback()
-    _patch_vllm_linear_weights()
     _patch_offload_pin_memory()
+    _after_import(
+        {
+            "vllm.model_executor.layers.linear": _patch_vllm_linear_weights,
+            "vllm.v1.executor.multiproc_executor": _patch_vllm_rendezvous_port,
+        }
+    )
     _ACTIVE = True
     log.debug("verl CPU platform active in pid %d", os.getpid())

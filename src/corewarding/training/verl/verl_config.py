@@ -264,6 +264,9 @@ def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
         **ray,
         "trainer.device": "cpu",
         "data.dataloader_num_workers": 0,  # 8 loader processes by default: start-up time on a 2-core host
+        # experimental/reward_loop/reward_loop.py ~326: 8 RewardLoopWorker actors by default, each a process that
+        # imports verl and torch (~7 s of CPU and ~0.8 GB apiece); one scores the tiny batches as fast
+        "reward.num_workers": 1,
         ENV_VARS: {**env_vars, **CPU_ENV},  # the plug-in's module, then the platform's environment
         f"{arr}.model.use_remove_padding": False,
         f"{arr}.model.enable_gradient_checkpointing": False,
