@@ -91,6 +91,7 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
                 caption = page.get_by_text("groups by method").first.inner_text()
                 assert "66 runs in 6 groups by method" in caption, caption
                 legend = page.locator(f"{CHART} g.role-legend-label text")
+                legend.first.wait_for(timeout=60_000)  # the chart draws its legend after the caption is there
                 assert 0 < legend.count() <= 7, legend.count()
                 _shoot(page, shots, "curves-grouped")
             with dashboard_server(demo) as url:

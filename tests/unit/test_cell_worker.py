@@ -106,13 +106,13 @@ def test_corewarding_worker_takes_the_pool_and_stops_on_ctrl_c(api: str, sig: si
             pool_type = client.read_work_pool(pool).type
         sent = time.monotonic()
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=20)
+        out, _ = proc.communicate(timeout=120)
         took = time.monotonic() - sent
         code = proc.returncode
     finally:
         if proc.poll() is None:
             proc.kill()
     assert pool_type == "process"  # the pool Prefect's own process worker uses, and `corewarding deploy` creates
-    assert took < 10 and code == 130, (took, code, out[-2000:])
+    assert took < 60 and code == 130, (took, code, out[-2000:])  # seconds when idle; generous on a busy machine
     assert f"Received {sig.name}" in out and "start it again" in out, out[-2000:]  # a clean stop, then the hint
     assert "Traceback" not in out, out[-3000:]

@@ -135,7 +135,7 @@ def test_long_response_is_fine(checker: MathVerifyChecker) -> None:
     assert len(response) > 100_000
     start = time.monotonic()
     assert checker.equivalent(response, "5") == Verdict(True, "ok")
-    assert time.monotonic() - start < 5.0
+    assert time.monotonic() - start < 30.0  # a hang guard, not a timing (a busy machine adds seconds)
 
 
 @pytest.mark.slow
@@ -146,7 +146,7 @@ def test_pathological_inputs_time_out_and_workers_recover() -> None:
         start = time.monotonic()
         verdicts = fast.equivalent_many([(POWER_TOWER, "1"), (NESTED_BRACES, "1")])
         elapsed = time.monotonic() - start
-        assert elapsed < timeout_s + 2.0
+        assert elapsed < timeout_s + 20.0  # the items hang without the timeout; a busy machine adds seconds
         assert [v.equal for v in verdicts] == [False, False]
         assert all(v.status in ("timeout", "error") for v in verdicts)
         assert fast.stats["timeout"] + fast.stats["error"] == 2

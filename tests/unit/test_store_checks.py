@@ -126,8 +126,10 @@ def test_a_waiting_writer_names_the_holder_then_gives_up(stored: tuple[Path, Pat
         holder.wait()
     assert f"{lock}: waiting up to 5 s for another writer (pid {holder.pid}: " in notice
     assert "store.writer" in notice  # the holder's command
-    assert 2.0 <= noticed < 4.5, noticed  # after 2 s, not at the end
-    assert waiting.returncode == 2 and 5.0 <= ended < 15, ended
+    # after 2 s of waiting, and well before it gives up at 5 s (the child's start-up, longer on a busy machine, only
+    # shifts both moments, so no upper bound on either)
+    assert noticed >= 2.0 and ended - noticed > 1.0, (noticed, ended)
+    assert waiting.returncode == 2 and ended >= 5.0, ended
     lines = rest.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {lock}: another writer (pid {holder.pid}: "), rest
     assert digest(db) == before

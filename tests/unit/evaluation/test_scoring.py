@@ -146,7 +146,7 @@ def test_pathological_responses_finish_in_time_and_are_counted() -> None:
         scored = score_responses(responses, golds, math_verify=fast)
         elapsed = time.monotonic() - start
     # both pathological items run in parallel to their timeout; the rest is quick
-    assert elapsed < 2 * timeout_s + 5.0
+    assert elapsed < 2 * timeout_s + 20.0  # the two items hang without it; a busy machine adds seconds
     assert scored.correct_math_verify == [False, True, False, True, True, False]
     assert scored.correct_strict == [False, True, False, True, False, False]
     assert scored.counts["math_verify_timeout"] + scored.counts["math_verify_error"] == 2

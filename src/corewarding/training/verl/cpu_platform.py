@@ -301,7 +301,6 @@ def _patch_offload_pin_memory() -> None:
     with ``CPUOffloadPolicy(pin_memory=True)``; pinning needs an accelerator, and on the host nothing needs it. The
     policy class verl binds (from ``torch.distributed.fsdp``, verl/utils/fsdp_utils.py ~43) becomes a subclass that
     never pins; FSDP's own ``isinstance`` checks still hold."""
-    import sys  # stdlib
 
     from torch.distributed import fsdp  # torch
 
@@ -324,7 +323,6 @@ def _patch_tcpstore_loopback() -> None:
     interface ("::"), whatever ``MASTER_ADDR`` says; verl's FSDP ranks (``env://``) and vLLM's worker (``tcp://``)
     rendezvous through it. The server gets a socket bound to 127.0.0.1 instead (``master_listen_fd``)."""
     import socket  # stdlib
-    import sys  # stdlib
 
     import torch.distributed.rendezvous  # noqa: F401  (the module; torch.distributed.rendezvous is also a function)
 
