@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from corewarding.training.verl.teacher import shard_fingerprint
 from tests.support.verl_e2e import SFT_STEPS, TAG_ENV, ListenWatch, kill_run, wait_for
 
 ALL_METHODS = (
@@ -153,6 +155,28 @@ def shards(path: Path) -> dict[str, torch.Tensor]:
     return {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in state.items()}
 
 
+RESUMED = re.compile(r"rank (\d) resumed from (\S+): policy ([0-9a-f]{16})(?:, teacher ([0-9a-f]{16}))?")
+
+
+def assert_resumed_what_was_saved(run_dir: Path, text: str, step: int, teacher: bool) -> None:
+    """On both ranks, the shards the resumed launch holds right after loading (the fingerprint its worker logs) are
+    those the killed launch saved at ``step``: policy and, for II/III, teacher."""
+    found = {int(m[1]): m for m in RESUMED.finditer(text)}
+    assert sorted(found) == [0, 1], f"expected a 'resumed from' line per rank, found ranks {sorted(found)}"
+    ckpt = run_dir / "checkpoints" / f"global_step_{step}"
+    for rank, line in found.items():
+        assert Path(line[2]) == ckpt / "actor", f"rank {rank} resumed from {line[2]}"
+        saved = torch.load(
+            ckpt / "actor" / f"model_world_size_2_rank_{rank}.pt", map_location="cpu", weights_only=False
+        )
+        assert line[3] == shard_fingerprint(saved), f"rank {rank}: the loaded policy is not the step-{step} save"
+        if teacher:
+            saved = shards(ckpt / "teacher" / f"rank_{rank}.pt")
+            assert line[4] == shard_fingerprint(saved), f"rank {rank}: the loaded teacher is not the step-{step} save"
+        else:
+            assert line[4] is None
+
+
 def assert_teacher_is_ema(run_dir: Path, step: int, rate: float) -> None:
     """On every rank: teacher(step) == (1 - rate) teacher(step - 1) + rate policy(step - 1), from the saved files."""
     ckpt = run_dir / "checkpoints"
@@ -213,6 +237,7 @@ def test_two_steps_save_kill_resume_one_more(
     assert rc == 0, f"the resumed launch failed (rc {rc}): {text[-6000:]}"
     assert saved_step(run_dir) == TOTAL_STEPS
     assert f"Setting global step to {killed_at}" in text, f"the second launch did not resume from step {killed_at}"
+    assert_resumed_what_was_saved(run_dir, text, killed_at, method in TEACHER_METHODS)
 
     rows = metrics(run_dir)
     steps = [r["step"] for r in rows]

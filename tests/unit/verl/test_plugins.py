@@ -13,8 +13,14 @@ import sys
 import pytest
 
 PROBE = """
-import json, sys
+import json, logging, sys
+# as in a Ray worker: a root handler on stderr, the root at WARNING
+handler = logging.StreamHandler(sys.stderr)
+handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+logging.getLogger().addHandler(handler)
+logging.getLogger().setLevel(logging.WARNING)
 import verl
+logging.getLogger("corewarding.probe").info("an info line of ours")
 from verl.workers.reward_manager.registry import REWARD_MANAGER_REGISTRY
 from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 found = {
@@ -56,7 +62,7 @@ def probes() -> dict[str, dict[str, list[str]]]:
     for name, proc in running.items():
         stdout, stderr = proc.communicate(timeout=180)
         assert proc.returncode == 0, stderr[-2000:]
-        out[name] = json.loads(stdout.strip().splitlines()[-1])
+        out[name] = {**json.loads(stdout.strip().splitlines()[-1]), "stderr": stderr}
     return out
 
 
@@ -93,3 +99,9 @@ def test_a_broken_plugin_fails_import_verl_naming_the_module() -> None:
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("corewarding.training.verl.plugins.PluginImportError: " + PLUGINS), last
     assert "corewarding.training.verl.rewards" in last and "ImportError" in last, last
+
+
+def test_our_info_lines_reach_a_workers_log(probes: dict[str, dict[str, list[str]]]) -> None:
+    """Ray forwards a worker's stderr to the run's log; the root logger there is at WARNING, and the plug-in lets the
+    package's INFO lines through (a resume's fingerprints are read from them)."""
+    assert "INFO corewarding.probe: an info line of ours" in probes["entry-point"]["stderr"]

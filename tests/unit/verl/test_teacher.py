@@ -18,6 +18,7 @@ from corewarding.training.verl.teacher import (
     ema_update_shards,
     load_teacher_shards,
     save_teacher_shards,
+    shard_fingerprint,
     teacher_file,
 )
 
@@ -88,3 +89,15 @@ def test_teacher_checkpoint_round_trip_and_mismatch(tmp_path: Path) -> None:
         load_teacher_shards(restored, teacher_file(tmp_path / "global_step_4" / "actor", rank=0))
     with pytest.raises(ValueError, match="has shape"):
         load_teacher_shards(torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 2)), path)
+
+
+def test_a_fingerprint_is_the_same_live_and_saved_and_changes_with_one_value(tmp_path: Path) -> None:
+    module = torch.nn.Linear(4, 3).to(torch.bfloat16)
+    live = shard_fingerprint(module.state_dict())
+    torch.save(module.state_dict(), tmp_path / "shard.pt")
+    saved = torch.load(tmp_path / "shard.pt", weights_only=True)
+    assert shard_fingerprint(dict(reversed(list(saved.items())))) == live  # the order of the keys does not matter
+    with torch.no_grad():
+        module.weight[0, 0] += 1
+    assert shard_fingerprint(module.state_dict()) != live
+    assert shard_fingerprint({"other.weight": saved["weight"], "bias": saved["bias"]}) != live  # names count too

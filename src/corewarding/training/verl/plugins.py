@@ -14,12 +14,27 @@ at once, naming this module and the import that broke. Nothing here needs a GPU 
 
 from __future__ import annotations
 
+import logging
+
 
 class PluginImportError(BaseException):
     """corewarding's verl plug-in could not be imported (a ``BaseException`` so verl's entry-point loop lets it
     through)."""
 
 
+def _worker_logging() -> None:
+    """In a Ray worker, logging is Ray's or verl's (a root handler at WARNING), so corewarding's INFO lines (a
+    resume's fingerprints, a teacher restored) were dropped; Ray forwards a worker's stderr to the driver's log. The
+    package's loggers speak at INFO there, unless this process chose INFO or DEBUG itself (``corewarding -v``)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    package = logging.getLogger("corewarding")
+    if package.level == logging.NOTSET and root.getEffectiveLevel() > logging.INFO:
+        package.setLevel(logging.INFO)
+
+
+_worker_logging()
 try:
     from corewarding.training.verl import cpu_platform
 

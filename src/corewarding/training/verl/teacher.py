@@ -7,8 +7,10 @@ the update is the local backend's ``teacher <- (1 - a) teacher + a policy``, ele
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -20,6 +22,18 @@ TEACHER_DIR = "teacher"
 def local_shard(tensor: torch.Tensor) -> torch.Tensor:
     """This rank's part of a parameter: the local tensor of a DTensor (FSDP2), else the tensor itself."""
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor.data
+
+
+def shard_fingerprint(tensors: Mapping[str, torch.Tensor]) -> str:
+    """A short SHA-256 over the names and fp32 bytes of this rank's shards, in name order: the same for a module's
+    live shards (``module.state_dict()``, ``named_parameters()``) and for the file they were saved to, so a resumed
+    run can say exactly what it loaded."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        shard = local_shard(tensors[name]).detach().to("cpu", torch.float32).contiguous()
+        digest.update(name.encode())
+        digest.update(shard.numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _pairs(teacher: torch.nn.Module, policy: torch.nn.Module) -> list[tuple[str, torch.Tensor, torch.Tensor]]:

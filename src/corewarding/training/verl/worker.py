@@ -31,7 +31,13 @@ from corewarding.training.verl.checkpoint_guard import check_optimizer_state, ch
 from corewarding.training.verl.phase_memory import measured
 from corewarding.training.verl.rollout_weights import CastWeights, EngineHolder
 from corewarding.training.verl.rotation import rotate
-from corewarding.training.verl.teacher import ema_update_shards, load_teacher_shards, save_teacher_shards, teacher_file
+from corewarding.training.verl.teacher import (
+    ema_update_shards,
+    load_teacher_shards,
+    save_teacher_shards,
+    shard_fingerprint,
+    teacher_file,
+)
 from corewarding.training.verl.view_loss import SWITCH_KEY, row_views, tag_views, view_sum_ppo_loss
 
 log = logging.getLogger(__name__)
@@ -165,9 +171,13 @@ class CorewardingWorker(ActorRolloutRefWorker):
         check_optimizer_state(Path(local_path), rank, world, list(self.config.actor.checkpoint.load_contents))
         check_pickles(rank_shards(Path(local_path), rank, world))
         super().load_checkpoint(local_path, hdfs_path, del_local_after_load)
+        loaded = f"policy {shard_fingerprint(self.actor.engine.module.state_dict())}"
         if self._has_teacher():
-            load_teacher_shards(self._engines()[1].engine.module, teacher_file(local_path, self.rank))
-            log.info("teacher restored from %s", teacher_file(local_path, self.rank))
+            teacher = self._engines()[1].engine.module
+            load_teacher_shards(teacher, teacher_file(local_path, self.rank))
+            loaded += f", teacher {shard_fingerprint(dict(teacher.named_parameters()))}"
+        # what this rank holds now, comparable with the saved files (teacher.shard_fingerprint): a resume is checkable
+        log.info("rank %d resumed from %s: %s", rank, local_path, loaded)
 
     @register(dispatch_mode=ONE_TO_ALL)
     def corewarding_rotate_checkpoints(self, checkpoints_dir: str, keep: int | None) -> int:
