@@ -171,7 +171,10 @@ class CorewardingWorker(ActorRolloutRefWorker):
         check_optimizer_state(Path(local_path), rank, world, list(self.config.actor.checkpoint.load_contents))
         check_pickles(rank_shards(Path(local_path), rank, world))
         super().load_checkpoint(local_path, hdfs_path, del_local_after_load)
-        loaded = f"policy {shard_fingerprint(self.actor.engine.module.state_dict())}"
+        actor: Any = self.actor  # verl types its engine as BaseEngine, which declares no module
+        if actor is None:
+            raise RuntimeError("no actor on this worker to load a checkpoint into")
+        loaded = f"policy {shard_fingerprint(actor.engine.module.state_dict())}"
         if self._has_teacher():
             teacher = self._engines()[1].engine.module
             load_teacher_shards(teacher, teacher_file(local_path, self.rank))
