@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,11 +65,18 @@ def ray_head(e2e_env: dict[str, str]) -> Iterator[str]:
         "--num-cpus=16", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}",
     ]  # fmt: skip
     subprocess.run(start, env=e2e_env, check=True, capture_output=True, timeout=180)
+    # a SIGTERM (a CI job's timeout, `kill`) unwinds like Ctrl-C: the launches and this Ray head are stopped
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([ray, "stop", "--force"], env=e2e_env, capture_output=True, timeout=120)
         shutil.rmtree(temp_dir, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.fixture(scope="session")
