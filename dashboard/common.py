@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,6 +17,15 @@ import streamlit as st
 from corewarding.results.schema import SchemaError
 from corewarding.results.store import StoreBusyError, StoreDamagedError, default_db, reader
 from dashboard import queries
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=])")
+
+
+def plain(value: object) -> str:
+    """A value from the store (model output, a run name, a path) for an element that renders markdown (captions,
+    titles, labels): every markdown and HTML special character backslash-escaped and line breaks made spaces, so it
+    shows as typed and cannot end a code span, open a link or an image, color text or print a fake verdict."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).splitlines()))
 
 
 def db_path() -> Path:

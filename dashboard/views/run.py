@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
-from dashboard.common import query, require_store, run_choice, stored_runs, table
+from dashboard.common import plain, query, require_store, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
 from dashboard.released_table import SUBHEADER, released_table
 
@@ -35,9 +35,9 @@ facts[3].metric("Base model", str(run["base_model"]))
 facts[4].metric("Dataset", str(run["dataset"]))
 links = st.columns(4)
 if isinstance(run.get("published_commit"), str):  # a push is recorded: the Hub page, in a new tab
-    links[0].link_button(f"Hub: {run['hub_repo_id']}", f"https://huggingface.co/{run['hub_repo_id']}")
+    links[0].link_button(f"Hub: {plain(run['hub_repo_id'])}", f"https://huggingface.co/{run['hub_repo_id']}")
 else:
-    links[0].caption(f"not published ({run['hub_repo_id']})")
+    links[0].caption(f"not published ({plain(run['hub_repo_id'])})")
 links[1].page_link("views/samples.py", label="Its samples", query_params={"run": run_id})
 links[2].page_link("views/curves.py", label="Beside the other runs", query_params={"methods": str(run["method"])})
 others = [r for r in runs["run_id"] if r != run_id]
@@ -71,10 +71,10 @@ released = query("released_comparison", [str(run["cell_id"])], checker)
 if len(released):
     st.subheader(SUBHEADER)
     if (released["run_id"].dropna() != run_id).any():
-        st.caption(f"The reproduced column is the cell's newest evaluated run, not {run_id}.")
+        st.caption(f"The reproduced column is the cell's newest evaluated run, not {plain(run_id)}.")
     released_table(released, f"released-{run['cell_id']}")
 else:
-    st.caption(f"No released checkpoint of {run['cell_id']} is audited under {checker} (`corewarding audit`).")
+    st.caption(f"No released checkpoint of {plain(run['cell_id'])} is audited under {checker} (`corewarding audit`).")
 
 st.subheader("Collapse events")
 if events.empty:
@@ -94,4 +94,6 @@ if run["config"]:
     st.json(run["config"], expanded=1)
 else:
     st.caption("Not in the store: ingest the run again (`corewarding results ingest`) to record its config.")
-st.caption(f"Run folder: {run['run_dir']} · config hash {run['config_hash']} · code {run['code_version']}")
+st.caption(
+    f"Run folder: {plain(run['run_dir'])} · config hash {plain(run['config_hash'])} · code {plain(run['code_version'])}"
+)

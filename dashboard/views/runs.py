@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.matrix import load_matrix, matrix_names
-from dashboard.common import require_store, stored_runs, table
+from dashboard.common import plain, require_store, stored_runs, table
 
 FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset", "status": "Status"}
 GROUP_BY = {"none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status"}
@@ -63,7 +63,9 @@ picked = st.dataframe(
 chosen = [rows["run_id"].iloc[i] for i in picked.selection.rows]  # type: ignore[attr-defined]
 if len(chosen) == 2:
     st.page_link(
-        "views/compare.py", label=f"Compare {chosen[0]} and {chosen[1]}", query_params={"a": chosen[0], "b": chosen[1]}
+        "views/compare.py",
+        label=f"Compare {plain(chosen[0])} and {plain(chosen[1])}",
+        query_params={"a": chosen[0], "b": chosen[1]},
     )
 elif chosen:
     st.caption("Tick exactly two rows to compare them.")

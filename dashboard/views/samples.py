@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import query, require_store, table
+from dashboard.common import plain, query, require_store, table
 from dashboard.queries import SampleFilter
 
 PAGE_SIZE = 50
@@ -45,10 +45,12 @@ def selected_row(event: Any) -> int:
 def show_sample(row: pd.Series, run_id: str, step: int | None) -> None:
     """The full question, gold answer and response of one sample, with its verdicts."""
     detail = query("sample_detail", run_id, step, row["benchmark"], row["problem_id"], int(row["sample_index"]))
+    # the answer, the gold and the ids come from model output and data files: shown as text (plain), never markdown
     st.markdown(
-        f"**{row['benchmark']} · {row['problem_id']} · sample #{row['sample_index']}** — extracted "
-        f"`{row['extracted_answer']}` · gold `{detail.get('gold')}` · strict: {row['correct_strict']} · "
-        f"math-verify: {row['correct_math_verify']} · truncated: {row['truncated']} · {row['length']} tokens"
+        f"**{plain(row['benchmark'])} · {plain(row['problem_id'])} · sample #{plain(row['sample_index'])}** — "
+        f"extracted: {plain(row['extracted_answer'])} · gold: {plain(detail.get('gold'))} · "
+        f"strict: {plain(row['correct_strict'])} · math-verify: {plain(row['correct_math_verify'])} · "
+        f"truncated: {plain(row['truncated'])} · {plain(row['length'])} tokens"
     )
     question, response = st.columns(2)
     question.caption("Question")
