@@ -277,3 +277,41 @@ def test_a_checkpoint_travels_with_its_manifest_and_verifies_where_it_is_pulled(
     assert tree(pulled) == tree(step) and manifest_problem(pulled) is None
     (pulled / "model" / "model.safetensors").write_bytes(b"\0" * 4098)  # same size, other bytes
     assert manifest_problem(pulled) == f"model/model.safetensors does not match its SHA-256 in {MANIFEST}"
+
+
+def test_a_link_in_the_store_is_refused_and_nothing_is_pulled(
+    run_dir: Path, store: ArtifactStore, tmp_path: Path
+) -> None:
+    """Whoever can write the store plants a link to a worker's secret; the pull names it and copies nothing."""
+    store.push_run(CELL, run_dir)
+    secret = tmp_path / "hf_token"
+    secret.write_text("hf_secret")
+    stored = tmp_path / "store" / "runs" / CELL
+    (stored / "notes.txt").symlink_to(secret)
+    fresh = tmp_path / "worker" / CELL
+    with pytest.raises(StoreError, match=r"notes\.txt is a link or not a regular file"):
+        store.pull_run(CELL, fresh)
+    assert not fresh.exists() or tree(fresh) == {}
+    (stored / "notes.txt").unlink()
+    (stored / "eval" / "linked").symlink_to(tmp_path, target_is_directory=True)  # a folder link: not entered either
+    with pytest.raises(StoreError, match=r"eval/linked is a link"):
+        store.pull_run(CELL, fresh)
+    with pytest.raises(StoreError, match="is a link"):  # nor read as a single file
+        store.download(f"runs/{CELL}/eval/linked", tmp_path / "out")
+
+
+def test_a_link_in_the_run_folder_is_refused_and_nothing_is_pushed(
+    run_dir: Path, store: ArtifactStore, tmp_path: Path
+) -> None:
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    (run_dir / "notes.txt").symlink_to(secret)
+    with pytest.raises(StoreError, match=r"notes\.txt is a link; run folders are synced without following links"):
+        store.push_run(CELL, run_dir)
+    assert not store.has_run(CELL) and b"PRIVATE KEY" not in b"".join(tree(tmp_path / "store").values())
+    (run_dir / "notes.txt").unlink()
+    (run_dir / "eval" / "more").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(StoreError, match=r"eval/more is a link"):
+        store.push_run(CELL, run_dir)
+    (run_dir / "eval" / "more").unlink()
+    assert store.push_run(CELL, run_dir).files == 10  # once the links are gone, the run goes up

@@ -135,14 +135,40 @@ def test_a_waiting_writer_names_the_holder_then_gives_up(stored: tuple[Path, Pat
     assert digest(db) == before
 
 
+HOLD_UNTIL_TOLD = """import sys
+from corewarding.results import store
+with store.writer(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
 def test_a_writer_that_waits_then_gets_the_lock_ingests(stored: tuple[Path, Path]) -> None:
+    """The holder lets go once the writer says it is waiting (not after a fixed time, which a busy machine can
+    outlast before the writer has even started)."""
     db, run = stored
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db), "3"], stdout=subprocess.PIPE, text=True, env=ENV)
-    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-    result = cli("results", "ingest", "--db", str(db), "--run-dir", str(run))
-    holder.wait(timeout=30)
-    assert result.returncode == 0, result.stderr
-    assert "waiting up to 300 s for another writer" in result.stderr
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_UNTIL_TOLD, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+    code = "import sys\nfrom corewarding.cli import main\nsys.exit(main(sys.argv[1:]))"
+    writer = None
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        writer = subprocess.Popen([sys.executable, "-c", code, "results", "ingest", "--db", str(db), "--run-dir",
+                                   str(run)], stderr=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+        assert writer.stderr is not None
+        notice = writer.stderr.readline()  # its first line: the notice (a hang guard: the test's own timeout)
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait(timeout=60)
+        rest = writer.stderr.read()
+        writer.wait(timeout=120)
+    finally:
+        for proc in (holder, writer):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert "waiting up to 300 s for another writer" in notice, notice + rest
+    assert writer.returncode == 0, rest
     assert db.with_name(db.name + ".lock").read_text() == ""  # released: no stale holder left in it
 
 

@@ -218,6 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
 PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, errno.EISDIR)
 
 
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 PID`` prints where every thread is, on stderr, and the command goes on."""
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # stderr is not a file (captured, as under pytest): nowhere to print
+        log.debug("no stack dump on SIGUSR1: stderr has no file descriptor")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -233,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose else logging.WARNING)
 
     install()  # each warning (offline Hub, bf16 on CPU, ...) once per process
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: where every thread is, on stderr
+    _stacks_on_sigusr1()
     try:
         return int(args.func(args))
     except (

@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from corewarding.run_folder import CHECKPOINTS, LATEST, STEP_PREFIX, VERL_TRACKER
+
+
+class NotARegularFile(OSError):
+    """A link, pipe or device where a run file or folder is expected: the store never follows or copies one (a link
+    in a run folder or in the store could read any file of the machine that syncs it)."""
+
+
+def refuse_special(path: Path) -> None:
+    """Raise ``NotARegularFile`` unless ``path`` is a regular file or a real folder (not followed if a link)."""
+    mode = path.lstat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = "a link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise NotARegularFile(f"{path} is {kind}; run folders are synced without following links")
+
 
 POINTERS = (f"{CHECKPOINTS}/{LATEST}", f"{CHECKPOINTS}/{VERL_TRACKER}")
 _STEP_FILE = re.compile(rf"^{CHECKPOINTS}/{STEP_PREFIX}(\d+)/")
@@ -62,14 +77,18 @@ def sync_order(rel: str) -> tuple[int, int, str]:
 
 
 def local_files(run_dir: Path) -> dict[str, Path]:
-    """Every regular file of the folder by relative POSIX path, hidden folders not entered."""
+    """Every regular file of the folder by relative POSIX path, hidden folders not entered; a link or special file
+    (outside the hidden paths) is refused (``NotARegularFile``)."""
     found: dict[str, Path] = {}
     for root, dirs, files in os.walk(run_dir):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in dirs:  # os.walk lists a link to a folder here and does not enter it
+            refuse_special(Path(root) / name)
         for name in files:
             path = Path(root) / name
             rel = path.relative_to(run_dir).as_posix()
-            if not is_hidden(rel) and path.is_file():
+            if not is_hidden(rel):
+                refuse_special(path)
                 found[rel] = path
     return found
 
@@ -87,6 +106,7 @@ def read_pointers(read: Callable[[str], bytes | None]) -> dict[str, bytes]:
 def read_local(run_dir: Path, rel: str) -> bytes | None:
     """The bytes of a run file, None when absent."""
     try:
+        refuse_special(run_dir / rel)
         return (run_dir / rel).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return None

@@ -94,9 +94,16 @@ class ArtifactStore:
 
     def _cat(self, path: str) -> bytes | None:
         try:
+            self._refuse_special(path, self.fs.info(path))
             return bytes(self.fs.cat_file(path))
         except FileNotFoundError:
             return None
+
+    def _refuse_special(self, path: str, info: dict[str, Any]) -> None:
+        """A link (or a pipe, a device) in the store is never followed: whoever can write the store could otherwise
+        have a worker copy any of its files (a token, a key) into a run and push it back."""
+        if info.get("islink") or info.get("type") not in ("file", "directory"):
+            raise StoreError(f"{self.url}: {path} is a link or not a regular file; the store never follows one")
 
     def _put(self, source: Path | bytes, dest: str) -> None:
         """Copy a local file (or bytes) to ``dest`` through a temporary name beside it, then move it into place."""
@@ -117,11 +124,17 @@ class ArtifactStore:
     def _remote_sizes(self, base: str) -> dict[str, int]:
         """Sizes of the files under ``base`` by relative path (empty when there is none)."""
         try:
-            found = self.fs.find(base, detail=True, withdirs=False)
+            found = self.fs.find(base, detail=True, withdirs=True)  # folders too: a link to one is listed, not entered
         except FileNotFoundError:
             return {}
+        for path, info in found.items():
+            self._refuse_special(path, info)
         prefix = base + "/"
-        return {p[len(prefix) :]: int(info["size"]) for p, info in found.items() if p.startswith(prefix)}
+        return {
+            p[len(prefix) :]: int(info["size"])
+            for p, info in found.items()
+            if p.startswith(prefix) and info.get("type") == "file"
+        }
 
     def _read_manifest(self, base: str) -> dict[str, dict[str, Any]]:
         data = self._cat(f"{base}/{MANIFEST}")
@@ -170,6 +183,7 @@ class ArtifactStore:
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f".{local.name}.tmp-{uuid.uuid4().hex[:8]}")
         try:
+            self._refuse_special(self._path(rel), self.fs.info(self._path(rel)))
             self.fs.get_file(self._path(rel), str(tmp))
             os.replace(tmp, local)
         except FileNotFoundError as exc:
