@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from corewarding.results.store import writer
+from dashboard.common import plain
 from dashboard.released_table import SUBHEADER
 from tests.support import released_store
 from tests.support.apptest import render
@@ -91,4 +92,4 @@ def test_the_run_page_shows_its_cells_released_checkpoint(app: AppTest) -> None:
     assert not any("newest evaluated run, not" in c.value for c in app.caption)
     app.selectbox(key="run").set_value(OLD_RUN).run()  # an older run: the reproduced column says it is not this run
     assert released_frame(app)["run_id"].unique().tolist() == [NEW_RUN]
-    assert any(f"newest evaluated run, not {OLD_RUN}" in c.value for c in app.caption)
+    assert any(f"newest evaluated run, not {plain(OLD_RUN)}" in c.value for c in app.caption)  # escaped: store text
