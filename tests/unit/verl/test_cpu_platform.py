@@ -48,18 +48,15 @@ def test_a_fix_runs_after_its_module_is_imported_and_only_then(tmp_path: Path, m
 
 
 def test_a_reserved_port_is_not_free_for_others_but_takes_the_stores_listener() -> None:
-    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    holder.bind(("127.0.0.1", 0))
+    holder = cpu_platform.loopback_socket(0)  # the vLLM port's reservation
     port = holder.getsockname()[1]
-    with holder, socket.socket() as other, socket.socket() as store:
+    with holder, socket.socket() as other:
         with pytest.raises(OSError):  # a plain bind (vLLM's own probe, any other service) finds it taken
             other.bind(("127.0.0.1", port))
-        store.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the loopback TCPStore patch binds it
-        store.bind(("127.0.0.1", port))
-        store.listen(1)
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
-            peer, _ = store.accept()
-            with peer:
-                client.sendall(b"ok")
-                assert peer.recv(2) == b"ok"
+        with cpu_platform.loopback_socket(port) as store:  # as the loopback TCPStore patch binds it
+            store.listen(1)
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+                peer, _ = store.accept()
+                with peer:
+                    client.sendall(b"ok")
+                    assert peer.recv(2) == b"ok"

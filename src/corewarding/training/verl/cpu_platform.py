@@ -16,6 +16,7 @@ import importlib.abc
 import importlib.machinery
 import logging
 import os
+import socket
 import sys
 import types
 from collections.abc import Callable
@@ -221,6 +222,15 @@ def _patch_vllm_linear_weights() -> None:
     method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
 
 
+def loopback_socket(port: int) -> socket.socket:
+    """A TCP socket bound to 127.0.0.1:``port`` (0: any free one) with ``SO_REUSEADDR``: both the vLLM port's
+    reservation and the TCPStore's listener, which may then share that port (only one of them listens)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
+
+
 def _patch_vllm_rendezvous_port() -> None:
     """vllm/v1/executor/multiproc_executor.py ~128: the engine picks its workers' rendezvous port with
     ``get_open_port`` (bind to port 0, close) and rank 0's worker binds it seconds later, once it has imported torch
@@ -229,17 +239,13 @@ def _patch_vllm_rendezvous_port() -> None:
     kept bound here (``SO_REUSEADDR``, not listening) for the engine process's life: ``connect`` never takes an
     explicitly bound port, and the worker's listening socket (``_patch_tcpstore_loopback``, ``SO_REUSEADDR``) may
     share it. Applied when vLLM imports the module (``_after_import``)."""
-    import socket  # stdlib
-
     from vllm.v1.executor import multiproc_executor  # vllm: imported already (this runs after its import)
 
     if getattr(multiproc_executor.get_open_port, "__corewarding_patched__", False):
         return
 
     def reserved_open_port() -> int:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = loopback_socket(0)
         _RESERVED_PORTS.append(sock)
         return int(sock.getsockname()[1])
 
@@ -322,8 +328,6 @@ def _patch_tcpstore_loopback() -> None:
     """torch/distributed/rendezvous.py ~199 ``_create_c10d_store``: rank 0's ``TCPStore`` server listens on every
     interface ("::"), whatever ``MASTER_ADDR`` says; verl's FSDP ranks (``env://``) and vLLM's worker (``tcp://``)
     rendezvous through it. The server gets a socket bound to 127.0.0.1 instead (``master_listen_fd``)."""
-    import socket  # stdlib
-
     import torch.distributed.rendezvous  # noqa: F401  (the module; torch.distributed.rendezvous is also a function)
 
     module = sys.modules["torch.distributed.rendezvous"]
@@ -334,9 +338,7 @@ def _patch_tcpstore_loopback() -> None:
     def loopback_tcpstore(host_name: str, port: int, *args: Any, **kwargs: Any) -> Any:
         is_master = kwargs.get("is_master", args[1] if len(args) > 1 else False)
         if is_master and kwargs.get("master_listen_fd") is None and port:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", port))
+            sock = loopback_socket(port)
             sock.listen(128)
             kwargs["master_listen_fd"] = sock.detach()
         return original(host_name, port, *args, **kwargs)
