@@ -122,7 +122,7 @@ def outcome(state: State[Any]) -> tuple[str, Any, str | None]:
         return (str(result["status"]) if isinstance(result, dict) and "status" in result else "done"), result, None
     if state.is_failed() or state.is_crashed():
         error = state.result(raise_on_failure=False)
-        return "failed", None, f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else state.message
+        return "failed", None, steps.failure_text(error) if isinstance(error, BaseException) else state.message
     return "not run", None, None
 
 

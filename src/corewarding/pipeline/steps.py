@@ -17,6 +17,7 @@ from typing import Any
 
 from corewarding.evaluation.settings import benchmark_configs, configs_sha256, expand_benchmarks
 from corewarding.evaluation.targets import run_targets, saved_checkpoints
+from corewarding.files import disk_full
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
 from corewarding.run_folder import EVAL_STAMP, checkpoints_dir, eval_dir
@@ -193,10 +194,13 @@ def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str 
 
 
 def is_transient(exc: BaseException | None) -> bool:
-    """Worth a retry: a busy store or DVC lock, a dropped or refused connection, a server-side HTTP error."""
+    """Worth a retry: a busy store or DVC lock, a dropped or refused connection, a server-side HTTP error. Never a
+    full disk (ENOSPC, EDQUOT, EFBIG): it does not clear by itself, and another try only fills it again."""
     from corewarding.results.store import StoreBusyError  # duckdb: imported when used
 
     if exc is None or isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
+        return False
+    if disk_full(exc):
         return False
     if isinstance(exc, StoreBusyError | DvcLockError | TimeoutError | ConnectionError):
         return True
@@ -205,3 +209,10 @@ def is_transient(exc: BaseException | None) -> bool:
     if isinstance(status, int):
         return status >= 500 or status in (408, 429)
     return type(exc).__module__.startswith("httpx") or isinstance(exc, OSError)
+
+
+def failure_text(exc: BaseException) -> str:
+    """A step's error as the report words it; a full disk says so first (``disk full: OSError: [Errno 28] No space
+    left on device: '<path>'``), so the one line names both what ran out and where."""
+    text = f"{type(exc).__name__}: {exc}"
+    return f"disk full: {text}" if disk_full(exc) else text
