@@ -144,17 +144,29 @@ def teacher_dtype_problem(dtype: object) -> str | None:
     return f"method.teacher.dtype={dtype!r}: must be float32"
 
 
+def value_problem(key: str, value: Any) -> str | None:
+    """What ``value`` of the checked config key ``key`` must be ("finite and > 0"), or None when it is fine; the one
+    range check, used for the config and for the optimiser values a checkpoint restores.
+
+    >>> value_problem("optimizer.lr", float("inf")), value_problem("optimizer.lr", 1e-6)
+    ('finite and > 0', None)
+    """
+    ok, requirement = next((ok, req) for name, ok, req in _CHECKS if name == key)
+    try:
+        good = value is not None and _finite(value) and bool(ok(value))
+    except TypeError:
+        good = False
+    return None if good else str(requirement)
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts."""
-    for key, ok, requirement in _CHECKS:
+    for key, _, _ in _CHECKS:
         value = OmegaConf.select(cfg, key)
         if isinstance(value, ListConfig):
             value = OmegaConf.to_container(value)
-        try:
-            good = value is not None and _finite(value) and bool(ok(value))
-        except TypeError:
-            good = False
-        if not good:
+        requirement = value_problem(key, value)
+        if requirement is not None:
             raise ConfigError(f"{key}={value!r}: must be {requirement}")
     for key in ("schedule.total_steps", "schedule.val_max_samples"):
         value = OmegaConf.select(cfg, key)

@@ -10,7 +10,9 @@ Nothing in a checkpoint is unpickled: optimiser, scheduler and RNG state are ``t
 ``trainer.json`` (see safe_state), the teacher is ``teacher.safetensors``, the model is loaded from safetensors only.
 A checkpoint of the old pickle format (``trainer.pt``) is refused with one line naming ``corewarding checkpoint
 convert``, which reads it under torch's ``weights_only`` allow-list. The manifest detects corruption, not a hostile
-writer: whoever can write the folder can rewrite it too (see docs/checkpoints.md).
+writer: whoever can write the folder can rewrite it too (see docs/checkpoints.md). So a resume also checks the optimiser
+and scheduler values it restores against the config (restored_state), and passes over a checkpoint that raises anything
+while loading, with one line naming the file.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import os
 import pickle
 import random
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,9 +41,11 @@ from corewarding.config import ConfigError
 from corewarding.files import disk_full, file_sha256
 from corewarding.run_folder import LATEST, step_dir, step_dirs
 from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
+from corewarding.training.restored_state import OptimizerSettings, RestoredStateError, restored_problem
 from corewarding.training.safe_state import load_state, save_state
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MANIFEST = "manifest.json"
 # Files every local checkpoint holds besides its manifest; the weights are one file or a sharded index.
@@ -57,8 +62,8 @@ LEGACY_TRAINER, LEGACY_TEACHER = "trainer.pt", "teacher.pt"
 WEIGHTS = ("model/model.safetensors", "model/model.safetensors.index.json")
 
 
-# What reading a damaged checkpoint raises (torch's zip reader, pickle, safetensors, JSON, a state dict of the wrong
-# shape); ConfigError (a ValueError) is raised before any of it is read, so it is never mistaken for damage.
+# What reading a damaged old pickle checkpoint raises (torch's zip reader, pickle, safetensors, JSON, a state dict of
+# the wrong shape), for its conversion. A resume passes over a checkpoint that raises anything at all (``_loads``).
 UNREADABLE = (OSError, ValueError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError, SafetensorError)
 
 
@@ -234,25 +239,57 @@ def resume_candidates(checkpoints_dir: Path, teacher: bool, trust_unverified: bo
 
 
 def load_trainer_state(path: Path) -> TrainerState:
-    return TrainerState(**json.loads((path / "trainer_state.json").read_text()))
+    """``trainer_state.json`` of the checkpoint ``path``; ValueError when a value is not what a save writes."""
+    values = json.loads((path / "trainer_state.json").read_text())
+    state = TrainerState(**values)
+    counts = (state.step, state.total_steps)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        raise ValueError(f"step={state.step!r}, total_steps={state.total_steps!r}: must be whole numbers >= 0")
+    if not isinstance(state.config_hash, str):
+        raise ValueError(f"config_hash={state.config_hash!r}: must be a string")
+    return state
 
 
-def restore(
+def restore_trainer(
     path: Path,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
-    teacher: torch.nn.Module | None = None,
+    expected: OptimizerSettings,
+    step: int,
 ) -> None:
-    """Load optimiser, scheduler, teacher and RNG state (the model is loaded from ``path/model`` by the caller);
-    safetensors and JSON only, nothing unpickled."""
+    """Load optimiser, scheduler and RNG state (safetensors and JSON only, nothing unpickled), after checking every
+    restored value against the config's ranges and its schedule at ``step``: RestoredStateError names the key."""
     blob = load_state(path / "trainer.safetensors", path / "trainer.json")
+    problem = restored_problem(blob, optimizer, scheduler, expected, step)
+    if problem is not None:
+        raise RestoredStateError(problem)
     optimizer.load_state_dict(blob["optimizer"])
     scheduler.load_state_dict(blob["scheduler"])
-    if teacher is not None:
-        missing, unexpected = load_model(teacher, str(path / TEACHER), strict=True, device="cpu")
-        if missing or unexpected:
-            raise KeyError(f"{path / TEACHER}: missing {missing}, unexpected {unexpected}")
     set_rng_state(blob["rng"])
+
+
+def restore_teacher(path: Path, teacher: torch.nn.Module) -> None:
+    """Load the EMA teacher's weights from ``path/teacher.safetensors`` (every key, no other)."""
+    missing, unexpected = load_model(teacher, str(path / TEACHER), strict=True, device="cpu")
+    if missing or unexpected:
+        raise KeyError(f"missing {missing}, unexpected {unexpected}")
+
+
+class _Unreadable(Exception):
+    """One file of a checkpoint could not be loaded; the message names the file and the error."""
+
+
+def _load(path: Path, load: Callable[[], T]) -> T:
+    """What ``load`` returns; any error it raises (a crafted or damaged file can raise anything) becomes _Unreadable
+    naming ``path`` and the error in one line. Only KeyboardInterrupt, SystemExit and MemoryError propagate."""
+    try:
+        return load()
+    except MemoryError:
+        raise
+    except Exception as exc:  # reported by path by the caller, which tries the checkpoint before it
+        lines = str(exc).strip().splitlines()
+        why = lines[0] if isinstance(exc, RestoredStateError) else f"{type(exc).__name__}: {lines[0] if lines else ''}"
+        raise _Unreadable(f"{path}: {why}") from exc
 
 
 def resume(
@@ -261,32 +298,32 @@ def resume(
     policy: Any,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
+    expected: OptimizerSettings,
     teacher: torch.nn.Module | None = None,
     trust_unverified: bool = False,
 ) -> TrainerState | None:
-    """Load the newest complete, readable checkpoint into the given objects and return its state; None when there is
-    no checkpoint at all. Raises ConfigError for checkpoints of another configuration and CheckpointError when there
-    are checkpoints but none can be used (LegacyCheckpointError for one in the old pickle format)."""
+    """Load the newest complete, readable checkpoint whose optimiser values agree with ``expected`` (the config's)
+    into the given objects and return its state; None when there is no checkpoint at all. A checkpoint that raises
+    anything while loading is passed over with one line. Raises ConfigError for checkpoints of another configuration
+    and CheckpointError when there are checkpoints but none can be used (LegacyCheckpointError for one in the old
+    pickle format)."""
     folders = step_folders(checkpoints_dir)
     if not folders:
         return None
     for folder in resume_candidates(checkpoints_dir, teacher is not None, trust_unverified):
         try:
-            state = load_trainer_state(folder)
-        except UNREADABLE as exc:
-            log.warning("%s is unreadable (%s: %s); trying the one before it", folder, type(exc).__name__, exc)
-            continue
-        if state.config_hash != config_hash:
-            raise ConfigError(
-                f"{checkpoints_dir.parent} holds checkpoints of another configuration (its config.yaml); "
-                "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
-            )
-        try:
-            loaded = type(policy).from_pretrained(folder / "model", dtype=policy.dtype, use_safetensors=True)
-            policy.load_state_dict(loaded.state_dict())
-            restore(folder, optimizer, scheduler, teacher)
-        except UNREADABLE as exc:
-            log.warning("%s is unreadable (%s: %s); trying the one before it", folder, type(exc).__name__, exc)
+            state = _load(folder / "trainer_state.json", partial(load_trainer_state, folder))
+            if state.config_hash != config_hash:
+                raise ConfigError(
+                    f"{checkpoints_dir.parent} holds checkpoints of another configuration (its config.yaml); "
+                    "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
+                )
+            _load(folder / "model", partial(_load_policy, policy, folder / "model"))
+            _load(folder / "trainer.json", partial(restore_trainer, folder, optimizer, scheduler, expected, state.step))
+            if teacher is not None:
+                _load(folder / TEACHER, partial(restore_teacher, folder, teacher))
+        except _Unreadable as exc:
+            log.warning("%s; not resumed, trying the checkpoint before it", exc)
             continue
         return state
     unverified = not trust_unverified and any(not (f / MANIFEST).exists() for f in folders)
@@ -295,6 +332,11 @@ def resume(
         f"unverified or damaged, see the warnings above); move {checkpoints_dir} aside to train from the start"
         + (f", or pass --trust-unverified to load one without {MANIFEST}" if unverified else "")
     )
+
+
+def _load_policy(policy: Any, model_dir: Path) -> None:
+    loaded = type(policy).from_pretrained(model_dir, dtype=policy.dtype, use_safetensors=True)
+    policy.load_state_dict(loaded.state_dict())
 
 
 # torch.load(weights_only=True) refuses every global outside its allow-list; an old trainer.pt also holds NumPy's RNG

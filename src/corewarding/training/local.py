@@ -44,8 +44,8 @@ from corewarding.training.losses import (
     low_var_kl,
     masked_token_mean,
     ppo_clip_loss,
-    warmup_cosine_factor,
 )
+from corewarding.training.restored_state import optimizer_settings
 from corewarding.training.rewards import score_step
 from corewarding.training.run_lock import run_lock
 from corewarding.training.teacher import ema_update
@@ -99,19 +99,12 @@ class LocalTrainer:
         teacher_cfg = cfg.method.get("teacher")
         self.teacher = _frozen_copy(self.policy, getattr(torch, str(teacher_cfg.dtype))) if teacher_cfg else None
         self.ref = self.teacher if self.teacher is not None else _frozen_copy(self.policy)
-        opt = cfg.optimizer
+        self.settings = optimizer_settings(cfg.optimizer, self.total_steps)  # a resumed checkpoint must agree
+        s = self.settings
         self.optimizer = torch.optim.AdamW(
-            self.policy.parameters(),
-            lr=opt.lr,
-            betas=tuple(opt.betas),
-            eps=opt.eps,
-            weight_decay=opt.weight_decay,
+            self.policy.parameters(), lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay
         )
-        warmup = math.floor(float(opt.warmup_ratio) * self.total_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer,
-            lambda s: warmup_cosine_factor(s, self.total_steps, warmup, opt.min_lr_ratio, opt.num_cycles),
-        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, s.factor)
         g = cfg.grpo
         self.sampling = Sampling(int(g.n), int(g.max_response_length), g.temperature, g.top_p, int(g.top_k))
         self.voter = voter_from_config(cfg.vote)
@@ -125,8 +118,8 @@ class LocalTrainer:
         self._write_inputs_report()
         checkpoints = checkpoints_dir(self.run_dir)
         state = ckpt.resume(
-            checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.teacher,
-            self.trust_unverified,
+            checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.settings,
+            self.teacher, self.trust_unverified,
         )  # fmt: skip
         if state is None:
             config_file(self.run_dir).write_text(OmegaConf.to_yaml(self.cfg))
