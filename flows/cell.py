@@ -9,6 +9,7 @@ and its report at the end, whatever happened. The Prefect UI shows the cell's me
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from prefect.runtime import flow_run
 
 from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import plan_cell
+from corewarding.pipeline.job_checks import check_job, worker_store
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
 from corewarding.pipeline.versions import check_same, code_version, config_hash
@@ -36,14 +38,24 @@ def _run_name() -> str:
     return str(params["cell_id"]) if attempt <= 1 else f"{params['cell_id']}#{attempt}"
 
 
+def _started_by_worker() -> bool:
+    """Whether this cell run is the process's own flow run, started by a worker from a job that came through the
+    Prefect API (not a sub-flow of a pipeline run in this process, whose job this process made)."""
+    return os.environ.get("PREFECT__FLOW_RUN_ID") == str(flow_run.get_id())
+
+
 @flow(name="corewarding-cell", flow_run_name=_run_name)
 def cell(cell_id: str, job: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
     """Train, evaluate and publish one cell; raises CellFailed (the run fails, naming the step) when a step failed,
-    VersionMismatch (before any work) when this checkout's config or code is not the parent's."""
+    JobRefused or VersionMismatch (before any work) for a job that is not a parent's (docs/work-pool.md) or whose
+    config or code is not this checkout's."""
     spec = CellJob.from_parameters({**job, "cell_id": cell_id})
+    from_api = _started_by_worker()
+    if from_api:  # before the config is composed: an override may not read this machine
+        check_job(spec, worker_store())
     plan = plan_cell(spec.matrix, cell_id, spec.overrides)
     config, code = config_hash(plan.cfg), code_version(Path.cwd())
-    if spec.code_version or spec.config_hash:  # a job from a parent on a work pool: same config, same code
+    if from_api:
         check_same(cell_id, spec.config_hash, spec.code_version, config, code, f"{sharing.worker_name()}")
     store = sharing.open_store(spec.store_url) if spec.store_url else None
     run_id = str(flow_run.get_id())

@@ -17,14 +17,14 @@ from prefect.schedules import Cron
 from prefect.workers.process import ProcessWorker
 
 from corewarding.pipeline.settings import deployment_specs
-from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PULL_STEP
+from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, ENTRYPOINTS, PIPELINE_ENGINE_COMMAND, PULL_STEP
 from flows.cell import cell
 from flows.pipeline import pipeline
 
 log = logging.getLogger(__name__)
 
-ENTRYPOINT = "flows/pipeline.py:pipeline"
-CELL_ENTRYPOINT = "flows/cell.py:cell"
+ENTRYPOINT = ENTRYPOINTS["pipeline"]
+CELL_ENTRYPOINT = ENTRYPOINTS["cell"]
 
 
 def _ensure_process_pool(name: str) -> None:
@@ -55,6 +55,11 @@ def _deployment_kwargs(
     }
 
 
+def _on_pool(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A scheduled deployment taken by a pool's worker: the platform's engine command (the one a worker runs)."""
+    return {**kwargs, "job_variables": {"command": PIPELINE_ENGINE_COMMAND}}
+
+
 def _run_in_worker_checkout(deployment_ids: Sequence[Any]) -> None:
     """Replace the deploying machine's path by the pull step that enters the worker's own checkout."""
     with get_client(sync_client=True) as client:
@@ -75,7 +80,7 @@ def deploy_to_pool(
     source = pipeline.from_source(source=str(root.resolve()), entrypoint=ENTRYPOINT)
     cell_source = cell.from_source(source=str(root.resolve()), entrypoint=CELL_ENTRYPOINT)
     deployments = [
-        source.to_deployment(**_deployment_kwargs(name, spec, config, cell_pool), work_pool_name=work_pool)
+        source.to_deployment(**_on_pool(_deployment_kwargs(name, spec, config, cell_pool)), work_pool_name=work_pool)
         for name, spec in deployment_specs(config).items()
     ]
     cells = [

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PULL_STEP
+from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PIPELINE_ENGINE_COMMAND, PULL_STEP
 from tests.support.prefect_server import prefect_server
 from tests.support.repo import clone_project, dvc_bin
 
@@ -62,8 +62,12 @@ print(json.dumps({{"run": str(run.id),
     assert info["pools"] == ["cpu-pool"]
     # Every deployment runs in the worker's own checkout, not at the deploying machine's path.
     assert set(map(json.dumps, info["pull_steps"].values())) == {json.dumps([{PULL_STEP: {}}])}
-    # A cell run starts Prefect's engine once, through our quick-exit wrapper; the scheduled runs keep Prefect's own.
-    assert info["commands"] == {"nightly": None, "weekly-eval": None, "cpu-pool": CELL_ENGINE_COMMAND}
+    # Every run starts Prefect's engine once, through our wrapper that loads the platform's flow from the checkout.
+    assert info["commands"] == {
+        "nightly": PIPELINE_ENGINE_COMMAND,
+        "weekly-eval": PIPELINE_ENGINE_COMMAND,
+        "cpu-pool": CELL_ENGINE_COMMAND,
+    }
 
     worker_env = {**server, "COREWARDING_ROOT": str(clone)}  # the worker machine's checkout
     worker = _run([str(BIN / "prefect"), "worker", "start", "--pool", "cpu-pool", "--run-once"], worker_env, tmp_path)

@@ -190,12 +190,18 @@ def test_a_malformed_matrix_file_is_an_error_naming_the_file_and_key(tmp_path: P
         assert "bad.yaml" in str(caught.value)
 
 
-def test_params_yaml_lists_every_demo_cell_so_the_demo_leaves_it_unchanged() -> None:
-    """`make demo` adds the cells it runs to params.yaml: the committed file holds each demo cell's entry as the
-    pipeline writes it, so a fresh clone's demo changes no tracked file (cells a user adds later are left alone)."""
-    entries = yaml.safe_load((CHECKOUT / "params.yaml").read_text())["cells"]
-    for plan in plan_cells(Selection(matrix="demo")):
-        assert entries.get(plan.cell_id) == dvc_entry(plan), f"params.yaml: {plan.cell_id} (pipeline cells --write)"
+def test_the_dvc_record_of_local_runs_is_not_tracked_and_dvc_yaml_parses_without_it() -> None:
+    """`pipeline run` lists its cells in params.yaml and records their stages in dvc.lock: both are the checkout's
+    own record, not tracked by git (a run never changes a tracked file, which would change the code version that a
+    worker compares; params.yaml is ignored, dvc.lock cannot be: DVC refuses an ignored lock), and dvc.yaml
+    declares an empty cell list for a checkout that has none yet."""
+    ignored = subprocess.run(["git", "check-ignore", "params.yaml", "dvc.lock"], cwd=CHECKOUT, capture_output=True,
+                             text=True, check=False).stdout.split()  # fmt: skip
+    assert ignored == ["params.yaml"]
+    tracked = subprocess.run(["git", "ls-files", "params.yaml", "dvc.lock"], cwd=CHECKOUT, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    assert tracked == ""
+    assert yaml.safe_load((CHECKOUT / "dvc.yaml").read_text())["vars"] == [{"cells": {}}]
 
 
 def test_a_malformed_params_file_is_an_error_naming_it(tmp_path: Path) -> None:

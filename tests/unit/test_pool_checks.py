@@ -18,7 +18,8 @@ from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
 from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.settings import load_settings
-from corewarding.pipeline.versions import config_hash
+from corewarding.pipeline.versions import code_version, config_hash
+from flows import cell as cell_flow
 from flows.cell import cell
 from tests.support.net import free_port
 from tests.support.repo import REPO
@@ -115,14 +116,16 @@ def test_a_worker_whose_config_differs_refuses_the_cell_naming_both_versions(
 ) -> None:
     settings = load_settings([], matrix="demo", cells=["gt_grpo__tiny__tiny"])
     plan = plan_cells(settings.selection)[0]
-    job = cell_job(plan, settings, None)  # the parent's resolved config hash
-    worker = tmp_path / "worker"  # the worker's checkout: one config value edited
+    worker = tmp_path / "worker"  # the worker's checkout: one config value edited (same code version: not in git)
+    job = cell_job(plan, settings, None, code_version(worker))  # the parent's resolved config hash
     shutil.copytree(REPO / "configs", worker / "configs")
     config = worker / "configs" / "config.yaml"
     text = config.read_text()
     assert "seed: 1 " in text
     config.write_text(text.replace("seed: 1 ", "seed: 2 ", 1))
     monkeypatch.chdir(worker)
+    # a worker's own flow run (PREFECT__FLOW_RUN_ID is its id; tests/e2e/test_work_pool_trust.py runs real workers)
+    monkeypatch.setattr(cell_flow, "_started_by_worker", lambda: True)
     state = cell(plan.cell_id, job.to_parameters(), return_state=True)  # type: ignore[call-overload]
     assert state.is_failed()
     message = str(state.message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,11 @@ from corewarding.pipeline.cells import (
     selected_cells,
 )
 from corewarding.pipeline.dvc import add_cells_to_params
-from corewarding.pipeline.pool_checks import PoolError, check_pipeline, check_pool, check_server
+from corewarding.pipeline.job_checks import STORE_VARIABLE, JobRefused, check_overrides
+from corewarding.pipeline.pool_checks import PoolError, check_pipeline, check_pool, check_server, warn_if_open
 from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+from corewarding.pipeline.worker import checkout_root
 
 
 def listing(value: str | None) -> list[str] | None:
@@ -66,6 +69,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with interruptible():  # from the start: a signal during the preflight also ends in one line and 130/143
             settings = _preflight(args)
+            if settings.work_pool:  # what crosses to another machine is a value, never a lookup on it
+                _check_pool_overrides(settings)
             with prefect_api(Path.cwd()) as api_url:
                 # a typo'd pool, a server that is down, a missing store: one line, before any work
                 if settings.work_pool:
@@ -76,6 +81,14 @@ def _run(args: argparse.Namespace) -> int:
     except Interrupted as stop:  # its cell runs cancelled, the private server stopped
         print(resume_hint(_resume_command(sys.argv[1:])), file=sys.stderr)
         return stop.exit_code
+
+
+def _check_pool_overrides(settings: Any) -> None:
+    try:
+        check_overrides(settings.overrides, "override")
+        check_overrides(settings.eval_overrides, "evaluation override")
+    except JobRefused as refused:
+        raise PoolError(f"{refused} (a work pool's workers refuse it)") from None
 
 
 def _run_flow(args: argparse.Namespace) -> int:
@@ -128,6 +141,7 @@ def _deploy(args: argparse.Namespace) -> int:
         deploy.serve(args.config)
         return 0
     ids = deploy.deploy_to_pool(args.work_pool, Path(args.root), args.config, cell_pool=args.cell_pool)
+    warn_if_open(_api_url())
     print(json.dumps({"work_pool": args.work_pool, "cell_pool": args.cell_pool, "deployments": ids}))
     cells = args.cell_pool or args.work_pool
     if args.cell_pool:
@@ -137,18 +151,37 @@ def _deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker(args: argparse.Namespace) -> int:
+def _api_url() -> str:
     from prefect.settings import PREFECT_API_URL  # prefect: imported when used
 
+    return str(PREFECT_API_URL.value() or "")
+
+
+def _own_store(root: Path) -> str | None:
+    """The store configured in this checkout (configs/pipeline.yaml: store.url or store.dvc_remote)."""
+    from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
+    from corewarding.pipeline.sharing import store_url  # fsspec: imported when used
+
+    return store_url(load_settings([]), root)
+
+
+def _worker(args: argparse.Namespace) -> int:
     from corewarding.pipeline.cell_worker import start  # prefect: imported when used
 
-    api_url = PREFECT_API_URL.value()
+    api_url = _api_url()
     if not api_url:
         raise PoolError("PREFECT_API_URL is not set: a worker needs the pool's Prefect server")
     check_server(api_url)
+    warn_if_open(api_url)
     if not args.create_pool:  # Prefect's worker would create a misspelt pool and wait on it forever
         check_pool(args.pool, api_url)
-    return start(args.pool, args.limit, args.name)
+    root = checkout_root()
+    store = args.store or _own_store(root)
+    if store:  # its cell runs inherit it: a job naming another store is refused (docs/work-pool.md)
+        os.environ[STORE_VARIABLE] = store
+    print(f"worker for pool {args.pool} in {root}, store {store or 'none (cells with a store are refused)'}",
+          file=sys.stderr)  # fmt: skip
+    return start(args.pool, args.limit, args.name, checkout=root)
 
 
 def _at_least_one(value: str) -> int:
@@ -230,6 +263,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     worker.add_argument("--pool", required=True, help="the work pool (corewarding deploy --work-pool/--cell-pool)")
     worker.add_argument("--limit", type=_at_least_one, default=None, help="cells run at once (1 per set of GPUs)")
     worker.add_argument("--name", default=None, help="the worker's name in Prefect (default: Prefect's)")
+    worker.add_argument(
+        "--store", default=None,
+        help="this worker's shared store (default: store.url or store.dvc_remote of configs/pipeline.yaml); a cell "
+        "job naming another store is refused",
+    )  # fmt: skip
     worker.add_argument(
         "--create-pool", action="store_true",
         help="create the pool if it does not exist (default: an unknown pool is an error)",

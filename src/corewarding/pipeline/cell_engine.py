@@ -1,4 +1,9 @@
-"""A worker's cell-run process: Prefect's engine, then an exit without the interpreter's teardown.
+"""A worker's flow-run process: the platform's own flow from this machine's checkout, run by Prefect's engine, then
+an exit without the interpreter's teardown.
+
+The flow is the one the command names (``cell``, the default, or ``pipeline``: ``worker.ENTRYPOINTS``), loaded from
+the checkout the worker runs in; the deployment's entrypoint and pull steps on the server are not read, so whoever
+can change a deployment through the Prefect API cannot make a worker import or run anything else.
 
 With torch and transformers loaded, tearing every module down takes 2-3 s after the run has ended (measured here:
 the engine's process outlived its flow run's final state by 3.4 s, time that each cell waits before the worker
@@ -7,6 +12,7 @@ Prefect drains its queued logs and events, then the ``atexit`` handlers), and th
 exit code. Any exception other than SystemExit leaves the normal way (traceback and exit status).
 
     python -m corewarding.pipeline.cell_engine      # what the corewarding-cell deployments run (PREFECT__FLOW_RUN_ID)
+    python -m corewarding.pipeline.cell_engine pipeline     # the scheduled pipeline deployments
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import os
 import runpy
 import sys
 import threading
+from pathlib import Path
+
+from corewarding.pipeline.worker import ENTRYPOINTS, enter_checkout
 
 
 def exit_code(value: object) -> int:
@@ -42,5 +51,20 @@ def run_then_exit(module: str) -> None:
     os._exit(code)
 
 
+def select_flow(argv: list[str]) -> str:
+    """Enter the checkout and point Prefect's engine at the flow that ``argv`` names (``PREFECT__FLOW_ENTRYPOINT``:
+    the engine then loads that file instead of the deployment's source); returns the entrypoint."""
+    kind = argv[0] if argv else "cell"
+    if kind not in ENTRYPOINTS or len(argv) > 1:
+        raise SystemExit(f"cell_engine: expected no argument or one of {', '.join(ENTRYPOINTS)}, got {argv}")
+    root = Path(enter_checkout()["directory"])
+    path, name = ENTRYPOINTS[kind].split(":")
+    entrypoint = f"{root / path}:{name}"
+    os.environ["PREFECT__FLOW_ENTRYPOINT"] = entrypoint
+    del sys.argv[1:]  # the engine reads a flow run id from its first argument; ours comes from PREFECT__FLOW_RUN_ID
+    return entrypoint
+
+
 if __name__ == "__main__":
+    select_flow(sys.argv[1:])
     run_then_exit("prefect.engine")

@@ -143,6 +143,13 @@ def repro_stages(root: Path, stages: Sequence[str]) -> str:
     return run_dvc(root, "repro", *stages)
 
 
+PARAMS_HEADER = """\
+# This checkout's record of the matrix cells that `dvc repro` trains and evaluates (dvc.yaml's train@<cell_id> and
+# evaluate@<cell_id> stages iterate over `cells`); not tracked by git, like dvc.lock. `corewarding pipeline run` adds
+# the cells it runs; `corewarding pipeline cells --matrix demo --write` adds cells without running them.
+"""
+
+
 def _load_yaml(path: Path) -> Any:
     if not path.is_file():
         return {}
@@ -182,7 +189,10 @@ def add_cells_to_params(
             cells[plan.cell_id] = entry
             changed = True
     if changed:
+        new = not params_file.is_file()
         with atomic_path(params_file, durable=True) as tmp, tmp.open("w") as handle:  # whole or not at all
+            if new:
+                handle.write(PARAMS_HEADER)
             YAML().dump(data, handle)
         log.info("%s: listed %d cell(s) for dvc", params_file, len(plans))
     return changed

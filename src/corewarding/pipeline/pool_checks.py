@@ -3,12 +3,18 @@ server that does not answer, a work pool that does not exist, a store path that 
 
 from __future__ import annotations
 
+import ipaddress
+import logging
+import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
 
 from corewarding.pipeline.store import STORE_SUBDIR, ArtifactStore, dvc_remote_url
+
+log = logging.getLogger(__name__)
 
 
 class PoolError(RuntimeError):
@@ -66,3 +72,37 @@ def check_pipeline(api_url: str, pool: str, store_url: str | None, dvc_remote: s
         remote = ArtifactStore(dvc_remote_url(root, dvc_remote))
         check_store(remote)
         remote.fs.makedirs(f"{remote.root}/{STORE_SUBDIR}", exist_ok=True)
+
+
+def is_loopback(api_url: str) -> bool:
+    """Whether the API's host is this machine only (127.0.0.0/8, ::1, localhost); a name is looked up."""
+    host = urllib.parse.urlsplit(api_url).hostname or ""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
+
+
+def answers_without_auth(api_url: str, timeout_s: float = 10.0) -> bool:
+    """Whether the Prefect API serves a request that carries no credentials (a server without
+    ``PREFECT_SERVER_API_AUTH_STRING``); False when it refuses it or does not answer."""
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/admin/version", timeout=timeout_s) as reply:
+            return bool(reply.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def warn_if_open(api_url: str) -> bool:
+    """Log one warning when the API answers without authentication on an address other machines can reach:
+    whoever reaches it can create runs for every worker (docs/work-pool.md); returns whether it warned."""
+    if is_loopback(api_url) or not answers_without_auth(api_url):
+        return False
+    log.warning(
+        "the Prefect server at %s answers without authentication on a non-loopback address: anyone who reaches it "
+        "can start runs on every worker; set PREFECT_SERVER_API_AUTH_STRING on the server and PREFECT_API_AUTH_STRING "
+        "on every client, or keep it on a private network (docs/work-pool.md)",
+        api_url,
+    )
+    return True

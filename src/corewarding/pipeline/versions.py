@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -27,23 +29,30 @@ def _git(root: Path, *args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
+@cache
+def packages_version() -> str:
+    """SHA-256 (first 8 hex digits) of every installed distribution's ``name==version``, sorted: two environments
+    with the same checkout but another torch, transformers or verl give different values."""
+    names = sorted(
+        {f"{(d.metadata['Name'] or '').lower()}=={d.version}" for d in metadata.distributions() if d.metadata["Name"]}
+    )
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:8]
+
+
 def code_version(root: Path) -> str:
     """``<commit>`` of the checkout at ``root``, with ``+<hash of the uncommitted changes of tracked files>`` when
-    there are some; ``unknown`` outside git."""
+    there are some, then ``/py-<hash of the installed packages' versions>``; ``unknown/py-...`` outside git."""
     commit = _git(root, "rev-parse", "HEAD")
-    if commit is None:
-        return "unknown"
-    version = commit.decode().strip()[:12]
-    diff = _git(root, "diff", "HEAD", "--binary")
+    version = "unknown" if commit is None else commit.decode().strip()[:12]
+    diff = _git(root, "diff", "HEAD", "--binary") if commit is not None else None
     if diff:
         version += "+" + hashlib.sha256(diff).hexdigest()[:12]
-    return version
+    return f"{version}/py-{packages_version()}"
 
 
 def check_same(cell_id: str, wanted_config: str, wanted_code: str, config: str, code: str, where: str) -> None:
-    """Raise VersionMismatch unless this checkout's config hash and code version are the parent's (an empty wanted
-    value is not checked: a job from an older parent)."""
-    if (wanted_config and wanted_config != config) or (wanted_code and wanted_code != code):
+    """Raise VersionMismatch unless this checkout's config hash and code version are the parent's."""
+    if wanted_config != config or wanted_code != code:
         raise VersionMismatch(
             f"{cell_id}: refused by the worker in {where}: parent config {wanted_config} code {wanted_code}, "
             f"this checkout config {config} code {code}"

@@ -22,6 +22,11 @@ PULL_STEP = "corewarding.pipeline.worker.enter_checkout"
 # here) instead of one; the engine runs the pull step itself. `python` is the worker's: the project's environment
 # is active where a worker starts (the GPU image has it first on PATH).
 CELL_ENGINE_COMMAND = "python -m corewarding.pipeline.cell_engine"
+PIPELINE_ENGINE_COMMAND = f"{CELL_ENGINE_COMMAND} pipeline"  # the scheduled pipeline runs' process, the same way
+# The platform's flows, by the name the engine command gives: the only code a worker runs, whatever a deployment on
+# the server says (its entrypoint and pull steps are not read: docs/work-pool.md)
+ENTRYPOINTS = {"cell": "flows/cell.py:cell", "pipeline": "flows/pipeline.py:pipeline"}
+ENGINE_COMMANDS = {CELL_ENGINE_COMMAND: "cell", PIPELINE_ENGINE_COMMAND: "pipeline"}
 
 
 def checkout_root() -> Path:
