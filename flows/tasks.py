@@ -128,18 +128,25 @@ def outcome(state: State[Any]) -> tuple[str, Any, str | None]:
 
 def ingest_cell(report: CellReport, plan: CellPlan, settings: PipelineSettings) -> None:
     """Ingest a finished cell into the DuckDB store (the parent is its one writer), unless it failed (a failed audit
-    is ingested: its record names the Hub failure)."""
+    is ingested: its record names the Hub failure); then record the attempt, finished or failed with why, so a failed
+    one is never covered by the cell's older run."""
     if "ingest" not in settings.steps:
         return
     audit_only = [step for step, status in report.steps.items() if status == "failed"] == [audits.AUDIT_STEP]
     if report.failed and not audit_only:  # a failed audit is ingested: the store lists why it was not audited
         report.record("ingest", "not run")
-        return
-    state = ingest.with_options(task_run_name=f"ingest {plan.cell_id}", **io_retries(settings))(
-        plan.matrix.name, plan.cell_id, list(plan.overrides), settings.results_db, return_state=True
-    )
-    status, _, error = outcome(state)
-    report.record("ingest", status, error)
+    else:
+        state = ingest.with_options(task_run_name=f"ingest {plan.cell_id}", **io_retries(settings))(
+            plan.matrix.name, plan.cell_id, list(plan.overrides), settings.results_db, return_state=True
+        )
+        status, _, error = outcome(state)
+        report.record("ingest", status, error)
+    failed = report.failed and not (audit_only and report.steps.get("ingest") != "failed")  # an audit alone: finished
+    try:
+        steps.record_attempt(plan, settings.results_db, report.error if failed else None, report.attempt,
+                             report.flow_run_id)  # fmt: skip
+    except Exception as exc:  # the store is busy, full or damaged: the attempt's failure is what the report shows
+        report.record("ingest", "failed", f"recording the attempt: {steps.failure_text(exc)}")
 
 
 def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: PipelineReport) -> None:

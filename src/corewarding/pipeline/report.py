@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.run_folder import EVAL_METRICS, metrics_file, released_dir
+from corewarding.training.run_record import read_record
 
 CELL_STEPS = ("train", "evaluate", "ingest", "publish")
 AUDIT_STEP = "audit"  # corewarding audit's step: shown, with the released checkpoint's score, when a run has it
@@ -154,9 +155,9 @@ def format_report(report: PipelineReport) -> str:
         *(["attempt", "worker"] if workers else []),
     ]
     body = []
-    for cell in report.cells:
-        train = _training_summary(Path(cell.run_dir))
-        headline = _headline_metric(Path(cell.run_dir))
+    for cell in report.cells:  # a failed cell's own columns stay empty: its folder's figures are not this attempt's
+        train = {} if cell.failed else _training_summary(Path(cell.run_dir))
+        headline = None if cell.failed else _headline_metric(Path(cell.run_dir))
         shown = f"{headline[0]} = {headline[1]:.3f}" if headline else "-"
         released = _headline_metric(released_dir(Path(cell.run_dir)), released=True) if audited else None
         body.append(
@@ -169,9 +170,26 @@ def format_report(report: PipelineReport) -> str:
     lines = [plain_table(header, body)]
     for cell in report.failed:
         lines.append(f"FAILED {cell.cell_id}: {cell.error}")
+        earlier = _earlier_figures(Path(cell.run_dir))
+        if earlier:
+            lines.append(f"  {earlier}")
     if report.dvc_error:
         lines.append(f"FAILED recording the DVC stages: {report.dvc_error}")
     return "\n".join(lines)
+
+
+def _earlier_figures(run_dir: Path) -> str | None:
+    """What a failed cell's run folder still holds, labelled as the earlier run's (its config hash and status), for
+    the line under the table; None when it holds no figures."""
+    train = {k: v for k, v in _training_summary(run_dir).items() if v is not None}
+    headline = _headline_metric(run_dir)
+    figures = [f"{k} {v:.3f}" for k, v in train.items()] + ([f"{headline[0]} = {headline[1]:.3f}"] if headline else [])
+    if not figures:
+        return None
+    record = read_record(run_dir) or {}
+    config, status = record.get("config_hash") or "unknown", record.get("status") or "unknown"
+    held = ", ".join(figures)
+    return f"not this attempt's result: {run_dir} holds a previous run (config {config}, {status}): {held}"
 
 
 def cell_markdown(cell: CellReport) -> str:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,19 @@ def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
     summary = ingest(db, run_dirs=[plan.run_dir])
     status = "done" if summary.changed else "skipped"  # skipped: every file was ingested before, unchanged
     return StepResult(plan.cell_id, "ingest", status, {"db": str(db), "rows": summary.rows})
+
+
+def record_attempt(plan: CellPlan, db: Path, error: str | None, attempt: str | None, flow_run_id: str | None) -> None:
+    """Record in the store that this attempt at the cell finished, or failed with ``error``, under the training config
+    hash its runs are stored with: a failed attempt is never covered by the cell's older run."""
+    from corewarding.results.attempts import FAILED, FINISHED, CellAttempt  # duckdb: imported when used
+    from corewarding.results.attempts import record_attempt as store_attempt  # duckdb: imported when used
+
+    status = FAILED if error else FINISHED
+    record = CellAttempt(plan.cell_id, _config_hash(plan), status, error, attempt)
+    store_attempt(record if flow_run_id is None else replace(record, attempt_id=flow_run_id), db)
+    if error:
+        log.info("%s: failed attempt recorded in %s (config %s)", plan.cell_id, db, record.config_hash)
 
 
 def ingest_data_reports(db: Path, data_dir: Path) -> None:

@@ -84,8 +84,17 @@ _V4 = [
         error VARCHAR, audited_at TIMESTAMP, folder VARCHAR)""",
 ]
 
+# v5: each pipeline attempt at a cell, finished or failed (with why), under the training config hash it ran with. A
+# failed attempt leaves no run row, so without it the store would show the cell's older finished run as its result.
+# Keyed by the attempt's flow run id (a generated id when it had none), so recording it again replaces its row.
+_V5 = [
+    """CREATE TABLE cell_attempts (
+        attempt_id VARCHAR PRIMARY KEY, cell_id VARCHAR NOT NULL, config_hash VARCHAR, attempt VARCHAR,
+        status VARCHAR NOT NULL, reason VARCHAR, recorded_at TIMESTAMP NOT NULL)""",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
