@@ -12,8 +12,10 @@ from corewarding.pipeline.job_checks import JobRefused, check_job, check_overrid
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.pool_checks import is_loopback
 
-GOOD = CellJob(matrix="demo", cell_id="gt_grpo__tiny__tiny", overrides=("schedule.total_steps=8",),
-               store_url="/shared/store", config_hash="3f0c1a2b3c4d5e6f", code_version="1a2b3c4d5e6f/py-0a1b2c3d")  # fmt: skip
+GOOD = CellJob(
+    matrix="demo", cell_id="gt_grpo__tiny__tiny", overrides=("schedule.total_steps=8",), store_url="/shared/store",
+    config_hash="3f0c1a2b3c4d5e6f", code_version="1a2b3c4d5e6f/py-0a1b2c3d",
+)  # fmt: skip
 
 
 def test_a_parents_job_passes() -> None:
@@ -37,7 +39,7 @@ def test_a_parents_job_passes() -> None:
     ],
 )
 def test_a_hand_made_job_is_refused_with_one_line(change: dict[str, object], reason: str) -> None:
-    with pytest.raises(JobRefused, match="^gt_grpo__tiny__tiny: job") as refused:
+    with pytest.raises(JobRefused, match=r"^gt_grpo__tiny__tiny: job") as refused:
         check_job(dataclasses.replace(GOOD, **change), "/shared/store")  # type: ignore[arg-type]
     assert reason in str(refused.value) and "\n" not in str(refused.value)
 
