@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.results import read, released_read, report, store
+from corewarding.results import attempts, read, released_read, report, store
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -25,6 +25,7 @@ runs_without_paper_value = read.runs_without_paper_value
 report_matrix = report.stored_matrix
 released_comparison = released_read.released_comparison  # paper · released · reproduced
 unaudited = released_read.unaudited  # released checkpoints whose audit failed
+failed_cells = attempts.failed_cells  # cells whose newest pipeline attempt failed, with the run the store holds
 
 
 def runs_in_paper_table(con: Con, table: str) -> int:

@@ -9,7 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.matrix import Cell, hub_repo_id, load_matrix
-from dashboard.common import query, require_store, table
+from corewarding.results.attempts import failure_note
+from dashboard.common import plain, query, require_store, table
 
 STATUS_COLOURS = {
     "finished": "#2e7d32",
@@ -59,6 +60,17 @@ def store_cells(runs: pd.DataFrame) -> pd.DataFrame:
     frame = runs[["method", "base_model", "dataset", "hub_repo_id"]].drop_duplicates().copy()
     frame["cell_id"] = [Cell(m, b, d).cell_id for m, b, d in frame[["method", "base_model", "dataset"]].values]
     return frame.sort_values(["dataset", "base_model", "method"])
+
+
+def mark_failed(grid: pd.DataFrame, failures: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose newest attempt failed are ``failed`` for the config it ran, with no figures of their own: the run
+    the store holds for them (from an earlier config, or this one's before the failure) is not their result."""
+    failed = grid["cell_id"].isin(failures["cell_id"])
+    grid.loc[failed, "status"] = "failed"
+    grid.loc[failed, "progress"] = ""
+    if "value" in grid:
+        grid.loc[failed, ["value", "value_step"]] = None
+    return grid
 
 
 def with_metric(grid: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
@@ -169,7 +181,9 @@ grid["progress"] = [
     f"{s:.0f}/{t:.0f}" if pd.notna(s) and pd.notna(t) else ""
     for s, t in zip(grid["last_step"], grid["total_steps"], strict=True)
 ]
+failures = query("failed_cells")
 grid, metric = with_metric(grid)
+grid = mark_failed(grid, failures)
 grid["label"] = grid["status"] if metric is None else grid["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
 grid["text_colour"] = text_colour(grid, metric)
 counts = grid["status"].value_counts()
@@ -177,6 +191,8 @@ st.caption(
     f"{len(grid)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {grid['hub_url'].notna().sum()} "
     "published (click one for its Hub repo)."
 )
+for failure in failures[failures["cell_id"].isin(grid["cell_id"])].to_dict("records"):
+    st.error(f"{plain(failure['cell_id'])}: {plain(failure_note(failure))}")
 if grid.empty:
     st.info("No runs in the store yet.")
 else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from corewarding.results.attempts import failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.common import plain, query, require_store, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
@@ -27,6 +28,9 @@ st.title("Run")
 runs = stored_runs()
 run_id = picked_run(runs)
 run = query("run_detail", run_id)
+failures = query("failed_cells", [str(run["cell_id"])])
+if len(failures):  # the cell's newest attempt failed: this run is not its result for the config that attempt ran
+    st.error(f"{plain(run['cell_id'])}: {plain(failure_note(failures.iloc[0].to_dict()))}")
 facts = st.columns(5)
 facts[0].metric("Status", str(run["status"]))
 facts[1].metric("Steps", f"{run['last_step']}/{run['total_steps']}" if pd.notna(run["last_step"]) else "–")

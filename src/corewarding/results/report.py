@@ -22,6 +22,7 @@ import pandas as pd
 
 from corewarding.matrix import Cell, load_matrix, matrix_of
 from corewarding.results import plots
+from corewarding.results.attempts import failed_cells, failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import (
     NO_PAPER_VALUE,
@@ -39,6 +40,7 @@ from corewarding.results.store import reader
 log = logging.getLogger(__name__)
 
 OUTSIDE, WITHIN, NO_CI, NOT_MEASURED = "outside CI", "within CI", "no CI", "not measured"
+FAILED = "FAILED (current config)"  # the cell's newest attempt failed: a stored value is not its result
 MAX_LINES = 12  # runs drawn per collapse chart
 DEFAULT_MATRIX = "paper_v3"
 RULES = CollapseRules()  # the dashboard's defaults
@@ -65,6 +67,7 @@ class ReportData:
     unpaired: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells of the matrix the paper gives no value
     released: pd.DataFrame = field(default_factory=pd.DataFrame)  # paper · released · reproduced (released_read)
     unaudited: pd.DataFrame = field(default_factory=pd.DataFrame)  # released checkpoints whose audit failed
+    failed: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells whose newest attempt failed (attempts.py)
 
 
 def _verdict(frame: pd.DataFrame) -> pd.Series:
@@ -126,8 +129,10 @@ def collect(
     ).fetchdf()
     curves = collapse_inputs(con, runs["run_id"].tolist()) if len(runs) else pd.DataFrame()
     events = collapse_events(curves, rules) if len(curves) else pd.DataFrame(columns=["run_id", "rule"])
-    comparison = comparison_for(con, cells, checker, policy)
+    failures = failed_cells(con, [c.cell_id for c in cells])
+    comparison = _mark_failed(comparison_for(con, cells, checker, policy), set(failures["cell_id"]))
     unpaired = cells_without_paper_value(con, cells)
+    unpaired.loc[unpaired["cell_id"].isin(failures["cell_id"]), "status"] = FAILED
     released = released_comparison(con, [c.cell_id for c in cells], checker)
     failed = unaudited(con, [c.cell_id for c in cells])
     log.info(
@@ -148,7 +153,18 @@ def collect(
         unpaired,
         released,
         failed,
+        failures,
     )
+
+
+def _mark_failed(comparison: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
+    """Rows of cells whose newest attempt failed: verdict FAILED, never compared (the value is an older run's)."""
+    if not len(comparison) or not failed:
+        return comparison
+    ids = [Cell(m, b, d).cell_id if m != "base" else "" for m, b, d in
+           zip(comparison["method"], comparison["base_model"], comparison["dataset"], strict=True)]  # fmt: skip
+    comparison.loc[pd.Series(ids, index=comparison.index).isin(failed), "verdict"] = FAILED
+    return comparison
 
 
 def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
@@ -255,6 +271,18 @@ def _unpaired_section(unpaired: pd.DataFrame) -> str:
     )
 
 
+def _failed_section(failed: pd.DataFrame) -> str:
+    """The matrix's cells whose newest pipeline attempt failed: why, and what the run the store holds is from."""
+    if not len(failed):
+        return ""
+    rows = [([escape(str(r["cell_id"])), escape(failure_note(r))], "out") for r in failed.to_dict("records")]
+    return (
+        f'<h2 id="failed">Cells whose newest attempt failed ({len(failed)})</h2>'
+        "<p>FAILED for the config that attempt ran; a value shown for them elsewhere is from the run the store holds, "
+        "labelled below with the config it is from, and is never compared.</p>" + _table(["cell", "failure"], rows)
+    )
+
+
 def _collapse_charts(data: ReportData) -> list[str]:
     """One chart per method: validation accuracy of its runs that collapsed, event steps marked."""
     hit = data.runs[data.runs["run_id"].isin(data.events["run_id"])]
@@ -334,7 +362,8 @@ def _header(data: ReportData) -> str:
 
 def render(data: ReportData) -> str:
     """The report as one HTML document (inline style, images as data: URIs, no scripts)."""
-    body = _header(data) + _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
+    body = _header(data) + _failed_section(data.failed)
+    body += _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
     body += _unpaired_section(data.unpaired)
     body += released_section(data.released, data.unaudited)
     body += _collapse_section(data)
