@@ -43,7 +43,7 @@ def machines(tmp_path: Path) -> Iterator[dict[str, object]]:
     run_dvc(parent, "remote", "add", "--local", "shared", str(tmp_path / "remote"))  # the checkout stays clean
     (tmp_path / "remote").mkdir()  # a store that does not exist is an error, never created
     (tmp_path / "server-home").mkdir()
-    with prefect_server(tmp_path / "server-home") as env:
+    with prefect_server(tmp_path / "server-home", auth="corewarding:pool-secret") as env:  # as docs/work-pool.md asks
         _run([str(BIN / "corewarding"), "deploy", "--work-pool", "cpu-pool", "--root", str(parent)], env, parent)
         workers: dict[str, subprocess.Popen[bytes]] = {}
         try:
@@ -51,7 +51,8 @@ def machines(tmp_path: Path) -> Iterator[dict[str, object]]:
                 checkout = clone_project(tmp_path / name)
                 log = (tmp_path / f"{name}.log").open("w")
                 workers[name] = subprocess.Popen(
-                    [str(BIN / "corewarding"), "worker", "--pool", "cpu-pool", "--limit", "1", "--name", name],
+                    [str(BIN / "corewarding"), "worker", "--pool", "cpu-pool", "--limit", "1", "--name", name,
+                     "--store", str(tmp_path / "remote" / "corewarding")],  # the parent's: the DVC remote's store
                     env={**env, "COREWARDING_ROOT": str(checkout), "COREWARDING_WORKER": name},
                     cwd=checkout, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip

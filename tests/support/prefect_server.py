@@ -18,9 +18,11 @@ BIN = Path(sys.executable).parent
 
 
 @contextmanager
-def prefect_server(home: Path, database_url: str | None = None) -> Iterator[dict[str, str]]:
+def prefect_server(home: Path, database_url: str | None = None, auth: str | None = None) -> Iterator[dict[str, str]]:
     """``prefect server start`` with its own home, its database in that home (SQLite, Prefect's default) or at
-    ``database_url`` (PostgreSQL: tests/support/postgres.py); yields the environment that points at it."""
+    ``database_url`` (PostgreSQL: tests/support/postgres.py), and with ``auth`` ("user:password") every API request
+    must carry those credentials (as a work pool's server must: docs/work-pool.md); yields the environment that
+    points at it (with the credentials, as a client's)."""
     port = free_port()
     env = {
         **os.environ,
@@ -34,10 +36,13 @@ def prefect_server(home: Path, database_url: str | None = None) -> Iterator[dict
     }
     if database_url:
         env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database_url
+    server_env = {**env, "PREFECT_SERVER_API_AUTH_STRING": auth} if auth else env
+    if auth:
+        env["PREFECT_API_AUTH_STRING"] = auth
     log = (home / "server.log").open("w")
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=server_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
         wait_healthy(f"http://127.0.0.1:{port}/api/health", proc, (home / "server.log").read_text)
