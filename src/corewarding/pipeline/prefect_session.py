@@ -51,7 +51,7 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
     external = os.environ.get("PREFECT_API_URL")
     if external:
         log.info("Prefect API from PREFECT_API_URL: %s", external)
-        with _prefect_settings(external, home=None):
+        with _prefect_settings(external, home=None), quiet_run_tracebacks():
             yield external
         return
     home = checkout_prefect_home(root)
@@ -63,7 +63,11 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
         _wait_healthy(url, server, home / SERVER_LOG, startup_timeout_s)
         log.info("private Prefect server %s (pid %d) up in %.1f s, state in %s", url, server.pid,
                  time.monotonic() - started, home)  # fmt: skip
-        with _environment(PREFECT_API_URL=url, PREFECT_HOME=str(home)), _prefect_settings(url, home=home):
+        with (
+            _environment(PREFECT_API_URL=url, PREFECT_HOME=str(home)),
+            _prefect_settings(url, home=home),
+            quiet_run_tracebacks(),
+        ):
             try:
                 yield url
             finally:
@@ -76,6 +80,34 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
     finally:
         with deferred_interrupts():
             _stop(server)
+
+
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # Prefect's loggers of a failed run's exception
+
+
+class _NoRunTraceback(logging.Filter):
+    """On a console handler: a flow or task run's failure is logged as its one line, without the traceback Prefect
+    attaches (the step's error is in the report and the ``error:`` line). With DEBUG logging (``-v``) it stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.name in RUN_LOGGERS and not logging.getLogger().isEnabledFor(logging.DEBUG):
+            record.exc_info, record.exc_text = None, None  # after Prefect's own API handler sent it to the server
+        return True
+
+
+@contextmanager
+def quiet_run_tracebacks() -> Iterator[None]:
+    """Inside, the root logger's handlers (the console) print a failed Prefect run's exception without its traceback;
+    the run's state stays Failed, and the Prefect server's copy of the log keeps the traceback."""
+    handlers = list(logging.getLogger().handlers)
+    quiet = _NoRunTraceback()
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
 
 
 class _SignalGate:
