@@ -48,6 +48,7 @@ EVAL_STAMP = "pipeline.json"  # under eval/: which steps the pipeline evaluated 
 
 RELEASED = "released"
 AUDIT_RECORD = "audit.json"  # under released/: which Hub checkpoint was audited, at which revision, how it ended
+AUDIT_FAILURE = "last_failure.json"  # under released/: a re-audit that failed beside a finished audit it kept
 
 PUBLISH = "publish"
 PUSH_RECORD = ".pushed.json"  # in a publish folder: each successful push (repo, revision, commit)

@@ -5,23 +5,32 @@ cell's own run. The first audit records the Hub commit it evaluated; later audit
 audited under the same benchmarks and settings is skipped without contacting the Hub; a changed setting (a seed, a
 backend) adds a second score beside the first (the units are kept per settings key). A Hub failure (a gated repo, a
 missing revision, no network) ends this cell with one line; the pipeline goes on with the others.
+
+A record is trusted only for the released checkpoint the matrix names: its cell, the repo id ``hub_repo_id(cell)``, a
+full Hub commit as its revision, and evaluation units generated from that ``repo@commit``. Anything else (a record
+copied from another cell, edited to name another repository or a made-up revision) is audited again from the Hub, with
+one line saying why, and never skipped or pinned. A re-audit that fails (``--force`` during a Hub outage) keeps a
+finished audit's record and scores as they were and writes the failure beside it, ``last_failure.json``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from corewarding.evaluation.settings import benchmark_configs, configs_sha256, expand_benchmarks
 from corewarding.evaluation.targets import Target, resolve_hub_model
+from corewarding.files import write_json_atomic
 from corewarding.matrix import hub_repo_id
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.report import AUDIT_STEP
 from corewarding.pipeline.steps import StepResult
 from corewarding.results.released import AuditRecordError, ReleasedRecord, read_record
-from corewarding.run_folder import AUDIT_RECORD, released_dir
+from corewarding.run_folder import AUDIT_FAILURE, AUDIT_RECORD, released_dir
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,13 @@ class ReleasedUnavailable(RuntimeError):
 
 class AuditFailed(RuntimeError):
     """Some benchmarks of the audit failed (the others are kept)."""
+
+
+class ReauditFailed(RuntimeError):
+    """A re-audit failed; the finished audit before it is kept (one line: why, and which audit is kept)."""
+
+
+COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hub revision as an audit pins it: the full commit id
 
 
 def hub_problem(exc: BaseException) -> str:
@@ -69,6 +85,43 @@ def _previous(folder: Path) -> ReleasedRecord | None:
         return None
 
 
+def record_problem(record: ReleasedRecord, plan: CellPlan) -> str | None:
+    """Why ``record`` is not a record of the released checkpoint the matrix names for the cell (another cell, another
+    repository, a revision that is not a full Hub commit); None when it is."""
+    cell = plan.cell
+    named = (record.cell_id, record.method, record.base_model, record.dataset)
+    if named != (cell.cell_id, cell.method, cell.base_model, cell.dataset):
+        return f"it is the record of cell {record.cell_id}, not {cell.cell_id}"
+    repo_id = hub_repo_id(cell)
+    if record.hub_repo_id != repo_id:
+        return f"it names {record.hub_repo_id}, the matrix names {repo_id}"
+    if record.revision is not None and not COMMIT.fullmatch(str(record.revision)):
+        return f"its revision {record.revision!r} is not a Hub commit"
+    return None
+
+
+def evaluated_revisions(folder: Path) -> set[str]:
+    """The ``repo@commit`` every evaluation unit under ``folder``'s ``eval/units`` generated from."""
+    found = set()
+    for path in sorted((folder / "eval" / "units").rglob("generation.json")):
+        try:
+            found.add(str(json.loads(path.read_text(encoding="utf-8")).get("model_revision")))
+        except (OSError, ValueError, AttributeError) as exc:
+            log.warning("%s: unreadable (%s); not counted as evaluated", path, exc)
+    return found
+
+
+def scores_problem(record: ReleasedRecord, folder: Path) -> str | None:
+    """Why the scores in ``folder`` are not those of the finished ``record``'s checkpoint: no revision, or no evaluation
+    unit generated from its ``repo@revision``; None when some are."""
+    if record.revision is None:
+        return "it records no revision"
+    evaluated = f"{record.hub_repo_id}@{record.revision}"
+    if evaluated not in evaluated_revisions(folder):
+        return f"no evaluation unit in {folder / 'eval'} was generated from {evaluated}"
+    return None
+
+
 def audit_cell(plan: CellPlan, benchmarks: str | None = None, force: bool = False) -> StepResult:
     """Evaluate the cell's released checkpoint on ``benchmarks`` (None: the matrix's) with the matrix's evaluation
     overrides and this run's; skipped when it was audited with the same benchmarks and settings."""
@@ -81,9 +134,15 @@ def audit_cell(plan: CellPlan, benchmarks: str | None = None, force: bool = Fals
     folder = released_dir(plan.run_dir)
     repo_id = hub_repo_id(cell)
     previous = _previous(folder)
-    if not force and previous and previous.status == "done" and previous.settings_sha256 == stamp:
+    identity = record_problem(previous, plan) if previous else None
+    finished = previous if previous and previous.status == "done" and identity is None else None
+    distrusted = identity or (scores_problem(finished, folder) if finished else None)
+    if distrusted:
+        log.warning("%s: %s; auditing %s again from the Hub", folder / AUDIT_RECORD, distrusted, repo_id)
+    elif not force and finished and finished.settings_sha256 == stamp:
         return StepResult(plan.cell_id, AUDIT_STEP, "skipped", {"reason": "audited with these settings"})
-    pinned = previous.revision if previous and previous.hub_repo_id == repo_id else None
+    kept = None if distrusted else finished  # a finished audit a failed re-audit leaves as it was
+    pinned = previous.revision if previous and not distrusted else None  # the commit an earlier audit pinned
     record = ReleasedRecord(cell.cell_id, cell.method, cell.base_model, cell.dataset, repo_id, revision=pinned,
                             benchmarks=names)  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
@@ -96,15 +155,36 @@ def audit_cell(plan: CellPlan, benchmarks: str | None = None, force: bool = Fals
         if failed:
             raise AuditFailed(f"{plan.cell_id}: {len(failed)} benchmark(s) failed: {'; '.join(failed)}")
     except Exception as exc:
-        _finish(record, folder, "failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if kept is None:
+            _finish(record, folder, "failed", reason)
+            raise
+        raise ReauditFailed(_keep(kept, folder, f"{type(exc).__name__}: {reason}", stamp)) from exc
     record.settings_sha256 = stamp
     record.throughput = measured_throughput(outcomes, str(configs[0].generation.backend)) or (
-        previous.throughput if previous else None
+        kept.throughput if kept else None
     )
     _finish(record, folder, "done", None)
+    (folder / AUDIT_FAILURE).unlink(missing_ok=True)  # an earlier failed re-audit is superseded
     counts = {status: sum(o.status == status for o in outcomes) for status in sorted({o.status for o in outcomes})}
     return StepResult(plan.cell_id, AUDIT_STEP, "done", {"revision": f"{repo_id}@{commit}", "units": counts})
+
+
+def _keep(kept: ReleasedRecord, folder: Path, reason: str, stamp: str) -> str:
+    """Write the failed re-audit to ``last_failure.json`` beside the finished audit ``kept`` (left as it was); the
+    line to report."""
+    failure = {
+        "failed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "error": reason,
+        "hub_repo_id": kept.hub_repo_id,
+        "revision": kept.revision,
+        "settings_sha256": stamp,
+    }
+    write_json_atomic(failure, folder / AUDIT_FAILURE)
+    return (
+        f"{reason}; the audit of {kept.hub_repo_id}@{kept.revision} of {kept.audited_at} and its scores are kept, "
+        f"this failure is in {folder / AUDIT_FAILURE}"
+    )
 
 
 def measured_throughput(outcomes: list[Any], backend: str) -> dict[str, Any] | None:
