@@ -3,9 +3,13 @@ config differs from the parent's refuses the cell, naming both versions."""
 
 from __future__ import annotations
 
+import http.server
+import logging
 import os
 import shutil
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from prefect.client.schemas.actions import WorkPoolCreate
 from corewarding.cli import main
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
+from corewarding.pipeline.pool_checks import answers_without_auth, warn_if_open
 from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.settings import load_settings
 from corewarding.pipeline.versions import code_version, config_hash
@@ -134,3 +139,50 @@ def test_a_worker_whose_config_differs_refuses_the_cell_naming_both_versions(
     assert f"parent config {job.config_hash}" in message and f"this checkout config {mine}" in message
     assert job.config_hash != mine
     assert not (worker / "runs").exists()  # refused before any work
+
+
+def test_parent_on_a_pool_refuses_an_override_that_would_read_the_workers_machine(
+    api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run("--work-pool", POOL, "--config", f"store.url={tmp_path}", "+leak=${oc.env:HF_TOKEN}")
+    _one_line_error(capsys, code, "'+leak=${oc.env:HF_TOKEN}': interpolation is not accepted", "workers refuse it")
+
+
+def _own_address() -> str | None:
+    """This machine's address on its network (not loopback), if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))  # no packet is sent: it only picks the outgoing interface
+            address = str(probe.getsockname()[0])
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_an_open_api_warns_only_off_loopback(api: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The real server (no credentials) answers an anonymous request; on loopback nobody else reaches it, so no
+    warning. The same answer from a network address warns once (served here by a plain HTTP server on this
+    machine's address: the probe is all that decides)."""
+    assert answers_without_auth(api) and not warn_if_open(api)
+    address = _own_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address")
+
+    class Version(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/api/admin/version" else 404)
+            self.end_headers()
+            self.wfile.write(b'"3.8.8"')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((address, 0), Version)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert warn_if_open(f"http://{address}:{server.server_port}/api")
+    finally:
+        server.shutdown()
+    (line,) = [r.getMessage() for r in caplog.records if "without authentication" in r.getMessage()]
+    assert "PREFECT_SERVER_API_AUTH_STRING" in line and "\n" not in line

@@ -58,6 +58,8 @@ def _preflight(args: argparse.Namespace) -> Any:
         args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
         eval_overrides=args.eval_override, work_pool=args.work_pool,
     )  # fmt: skip
+    if settings.work_pool:  # what crosses to another machine is a value, never a lookup on it
+        _check_pool_overrides(settings)
     matrix = load_matrix(settings.selection.matrix)
     cells = selected_cells(matrix, settings.selection)
     if cells:  # none selected: the flow itself names the problem
@@ -69,8 +71,6 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with interruptible():  # from the start: a signal during the preflight also ends in one line and 130/143
             settings = _preflight(args)
-            if settings.work_pool:  # what crosses to another machine is a value, never a lookup on it
-                _check_pool_overrides(settings)
             with prefect_api(Path.cwd()) as api_url:
                 # a typo'd pool, a server that is down, a missing store: one line, before any work
                 if settings.work_pool:
