@@ -124,7 +124,8 @@ def scores_problem(record: ReleasedRecord, folder: Path) -> str | None:
 
 def audit_cell(plan: CellPlan, benchmarks: str | None = None, force: bool = False) -> StepResult:
     """Evaluate the cell's released checkpoint on ``benchmarks`` (None: the matrix's) with the matrix's evaluation
-    overrides and this run's; skipped when it was audited with the same benchmarks and settings."""
+    overrides and this run's; skipped when its record is of the matrix's checkpoint and was audited with the same
+    benchmarks and settings; a failed re-audit of a finished one raises ReauditFailed and keeps it."""
     from corewarding.evaluation.harness import evaluate_targets  # pyarrow: imported when used
 
     cell = plan.cell
