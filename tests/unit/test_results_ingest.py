@@ -13,6 +13,7 @@ from corewarding.results import store
 from corewarding.results.evaluation import EvalFileError
 from corewarding.results.ingest import ingest
 from corewarding.results.quality import QualityReportError
+from corewarding.results.released import AuditRecordError
 from corewarding.results.runs import RunFolderError
 
 CONFIG = """backend: local
@@ -342,3 +343,21 @@ def test_the_reader_cannot_write_and_a_missing_store_is_explained(tmp_path: Path
         con.execute("DELETE FROM paper_results")
     with pytest.raises(FileNotFoundError, match="corewarding results ingest"), store.reader(tmp_path / "none.duckdb"):
         pass
+
+
+def test_an_audit_record_naming_another_repository_is_not_ingested(tmp_path: Path) -> None:
+    """A tampered ``released/audit.json`` may not credit its scores to a repository the matrix does not name for
+    the cell: the ingest names the file and both repositories, and writes nothing."""
+    cell = "gt_grpo__qwen3-4b-base__math"
+    folder = tmp_path / "runs" / cell / "released"
+    folder.mkdir(parents=True)
+    record = {"cell_id": cell, "method": "gt_grpo", "base_model": "qwen3-4b-base", "dataset": "math",
+              "hub_repo_id": "attacker/Other-Model", "revision": "f" * 40, "status": "done"}  # fmt: skip
+    (folder / "audit.json").write_text(json.dumps(record))
+    with pytest.raises(AuditRecordError) as refused:
+        ingest(tmp_path / "results.duckdb", runs_roots=[tmp_path / "runs"])
+    assert str(refused.value) == (
+        f"{folder / 'audit.json'}: names attacker/Other-Model, the matrix names TMLR-Group-HF/GT-Qwen3-4B-Base-MATH "
+        f"for {cell}; audit it again (corewarding audit)"
+    )
+    assert not (tmp_path / "results.duckdb").exists()

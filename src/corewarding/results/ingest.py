@@ -383,6 +383,8 @@ def ingest(
     reports = [p for d in data_dirs for p in quality.find_reports(d)]
     infos = [runs.read_run_info(folder) for folder in folders]  # every folder read before any write
     audits = [(released.read_record(folder), folder) for folder in sorted(audited)]
+    for record, folder in audits:
+        released.check_matrix_repo(record, folder)
     path = Path(db) if db is not None else default_db()
     try:
         with writer(path, timeout=timeout) as con:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.files import write_json_atomic
+from corewarding.matrix import hub_repo_id, parse_cell_id
 from corewarding.run_folder import AUDIT_RECORD, RELEASED
 
 STATUSES = ("running", "done", "failed")
@@ -74,6 +75,19 @@ def read_record(folder: Path) -> ReleasedRecord:
         raise AuditRecordError(f"{path}: status {values['status']!r} is not one of {', '.join(STATUSES)}")
     known = {f.name for f in fields(ReleasedRecord)}
     return ReleasedRecord(**{k: v for k, v in values.items() if k in known})
+
+
+def check_matrix_repo(record: ReleasedRecord, folder: Path) -> None:
+    """Raise AuditRecordError unless the record names the repository the matrix names for its cell (a record can
+    credit scores to no other: a tampered ``audit.json`` naming another repository is not ingested)."""
+    path = Path(folder) / AUDIT_RECORD
+    try:
+        expected = hub_repo_id(parse_cell_id(record.cell_id))
+    except (ValueError, KeyError, OSError) as exc:
+        raise AuditRecordError(f"{path}: cell {record.cell_id!r} is not a cell of this checkout's configs") from exc
+    if record.hub_repo_id != expected:
+        raise AuditRecordError(f"{path}: names {record.hub_repo_id}, the matrix names {expected} for {record.cell_id};"
+                               " audit it again (corewarding audit)")  # fmt: skip
 
 
 def find_released(root: Path) -> list[Path]:
