@@ -42,7 +42,7 @@ def test_an_audit_on_a_work_pool_runs_one_flow_run_per_checkpoint_on_the_worker(
     worker_checkout = clone_project(tmp_path / "w1")
     write_tiny_dataset(worker_checkout / "artifacts" / "tiny-data", n_train=64, n_test=16, seed=0)
     (tmp_path / "server-home").mkdir()
-    with HubServer() as hub, prefect_server(tmp_path / "server-home") as prefect_env:
+    with HubServer() as hub, prefect_server(tmp_path / "server-home", auth="corewarding:pool-secret") as prefect_env:
         api = HfApi(endpoint=hub.url, token="hf_test")
         for cell in CELLS:
             api.create_repo(hub_repo_id(cell), exist_ok=True)
@@ -51,7 +51,8 @@ def test_an_audit_on_a_work_pool_runs_one_flow_run_per_checkpoint_on_the_worker(
         deploy = [str(BIN / "corewarding"), "deploy", "--work-pool", "cpu-pool", "--root", str(parent)]
         subprocess.run(deploy, env=env, cwd=parent, check=True, capture_output=True, timeout=300)
         worker = subprocess.Popen(
-            [str(BIN / "corewarding"), "worker", "--pool", "cpu-pool", "--limit", "1", "--name", "w1"],
+            [str(BIN / "corewarding"), "worker", "--pool", "cpu-pool", "--limit", "1", "--name", "w1",
+             "--store", str(tmp_path / "remote" / "corewarding")],  # the parent's store: the DVC remote's
             env={**env, "COREWARDING_ROOT": str(worker_checkout), "COREWARDING_WORKER": "w1"},
             cwd=worker_checkout, stdout=(tmp_path / "w1.log").open("w"), stderr=subprocess.STDOUT,
             start_new_session=True,

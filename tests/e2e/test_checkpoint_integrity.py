@@ -4,7 +4,6 @@ the one before it is used; with none left, `corewarding train` stops with one li
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,38 +13,12 @@ from safetensors.torch import load_file
 
 from corewarding.cli import main
 from corewarding.config import compose_config
-from corewarding.training.local import LocalTrainer, train
-
-CELL = "gt_grpo__tiny__tiny"
-
-
-def overrides(artifacts: Path, runs: Path) -> list[str]:
-    return [
-        "experiment=tiny_cpu", "method=gt_grpo", f"paths.artifacts_dir={artifacts}", f"paths.runs_dir={runs}",
-        "schedule.total_steps=2", "schedule.save_freq=1", "schedule.val_max_samples=4", "grpo.max_response_length=24",
-    ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def trained(artifacts_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder with checkpoints at steps 1 and 2 (made once; each test damages its own copy)."""
-    runs = tmp_path_factory.mktemp("trained")
-    train(compose_config(overrides(artifacts_dir, runs)), progress=False)
-    return runs
-
-
-@pytest.fixture
-def runs(trained: Path, tmp_path: Path) -> Path:
-    shutil.copytree(trained, tmp_path / "runs")
-    return tmp_path / "runs"
+from corewarding.training.local import LocalTrainer
+from tests.support.tiny_checkpoints import CELL, overrides, runs_copy, step_dir, trained_runs  # noqa: F401
 
 
 def resume(artifacts: Path, runs: Path) -> LocalTrainer:
     return LocalTrainer(compose_config(overrides(artifacts, runs)), runs / CELL, progress=False)
-
-
-def step_dir(runs: Path, step: int) -> Path:
-    return runs / CELL / "checkpoints" / f"global_step_{step}"
 
 
 def assert_resumed_from_step_1(trainer: LocalTrainer, runs: Path) -> None:
