@@ -186,3 +186,29 @@ def test_an_open_api_warns_only_off_loopback(api: str, caplog: pytest.LogCapture
         server.shutdown()
     (line,) = [r.getMessage() for r in caplog.records if "without authentication" in r.getMessage()]
     assert "PREFECT_SERVER_API_AUTH_STRING" in line and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["pipeline", "run", "--matrix", "demo", "--cell", "gt_grpo__tiny__tiny", "--work-pool", POOL, "--config"],
+        ["deploy", "--work-pool", POOL, "--config"],
+        ["audit", "--matrix", "paper_v3", "--work-pool", POOL, "--config"],
+    ],
+)
+def test_a_pool_command_without_prefect_api_url_names_it(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without PREFECT_API_URL these would run on a private server that has no pool and stops at the end (deploy
+    exited 0 with its schedules gone; pipeline run said the pool did not exist)."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    code = main([*command, f"store.url={tmp_path}"])
+    _one_line_error(capsys, code, "needs the pool's Prefect server, and PREFECT_API_URL is not set")
+
+
+def test_deploy_to_a_server_that_is_down_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    down = f"http://127.0.0.1:{free_port()}/api"
+    monkeypatch.setenv("PREFECT_API_URL", down)
+    _one_line_error(capsys, main(["deploy", "--work-pool", POOL]), f"the Prefect server at {down} does not answer")

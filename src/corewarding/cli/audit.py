@@ -21,7 +21,7 @@ from corewarding.matrix import load_matrix
 from corewarding.pipeline.audit import AUDIT_STEP
 from corewarding.pipeline.audit_plan import as_rows, estimate, format_estimate
 from corewarding.pipeline.cells import selected_cells
-from corewarding.pipeline.pool_checks import check_pipeline
+from corewarding.pipeline.pool_checks import check_pipeline, require_api_url
 from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
 
@@ -78,6 +78,8 @@ def _audit(args: argparse.Namespace) -> int:
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     settings = load_settings(**kwargs)  # type: ignore[arg-type]  # a typo fails here, before Prefect starts
+    if settings.work_pool:
+        require_api_url(f"--work-pool {settings.work_pool}")
     try:
         with interruptible(), prefect_api(Path.cwd()) as api_url:
             if settings.work_pool:

@@ -24,7 +24,14 @@ from corewarding.pipeline.cells import (
 )
 from corewarding.pipeline.dvc import add_cells_to_params
 from corewarding.pipeline.job_checks import STORE_VARIABLE, JobRefused, check_overrides
-from corewarding.pipeline.pool_checks import PoolError, check_pipeline, check_pool, check_server, warn_if_open
+from corewarding.pipeline.pool_checks import (
+    PoolError,
+    check_pipeline,
+    check_pool,
+    check_server,
+    require_api_url,
+    warn_if_open,
+)
 from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
 from corewarding.pipeline.worker import checkout_root
@@ -59,6 +66,7 @@ def _preflight(args: argparse.Namespace) -> Any:
         eval_overrides=args.eval_override, work_pool=args.work_pool,
     )  # fmt: skip
     if settings.work_pool:  # what crosses to another machine is a value, never a lookup on it
+        require_api_url(f"--work-pool {settings.work_pool}")
         _check_pool_overrides(settings)
     matrix = load_matrix(settings.selection.matrix)
     cells = selected_cells(matrix, settings.selection)
@@ -140,8 +148,10 @@ def _deploy(args: argparse.Namespace) -> int:
     if args.serve:
         deploy.serve(args.config)
         return 0
+    api_url = require_api_url("deploy --work-pool")  # the schedules must live on the server that runs them
+    check_server(api_url)
     ids = deploy.deploy_to_pool(args.work_pool, Path(args.root), args.config, cell_pool=args.cell_pool)
-    warn_if_open(_api_url())
+    warn_if_open(api_url)
     print(json.dumps({"work_pool": args.work_pool, "cell_pool": args.cell_pool, "deployments": ids}))
     cells = args.cell_pool or args.work_pool
     if args.cell_pool:

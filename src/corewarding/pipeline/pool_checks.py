@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
 import urllib.error
 import urllib.parse
@@ -19,6 +20,19 @@ log = logging.getLogger(__name__)
 
 class PoolError(RuntimeError):
     """The Prefect server or the work pool cannot be used; the message names it."""
+
+
+def require_api_url(what: str) -> str:
+    """``$PREFECT_API_URL``, or PoolError naming it: without it the command would start a private server that has no
+    pool, no workers and no schedules, and stops when the command ends."""
+    url = os.environ.get("PREFECT_API_URL", "")
+    if not url:
+        raise PoolError(
+            f"{what} needs the pool's Prefect server, and PREFECT_API_URL is not set (without it a private server is "
+            "started, with no pool and no workers, and stopped at the end); export PREFECT_API_URL=http://<server>:"
+            "4200/api and PREFECT_API_AUTH_STRING (docs/work-pool.md)"
+        )
+    return url
 
 
 def check_server(api_url: str, timeout_s: float = 10.0) -> None:
