@@ -4,15 +4,66 @@ metric, coloured by method, collapse onsets marked. Pure functions of DataFrames
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
+import vl_convert as vlc
 
 from dashboard.common import METHOD_COLOURS, method_colour
 
 X_FIELDS = {"step": ("step", "step"), "wall time": ("wall_hours", "wall time (hours)")}
-FACET_WIDTH = 860  # px the facets of one row share (the page's content width at a 1400 px window with the sidebar)
+FACET_WIDTH = 1040  # px the facets of one row share (the page's content width at a 1400 px window with the sidebar)
+PANELS = ("metric", "metric and method")  # one panel per metric, or per metric and method (each its own y range)
+EXPORTS = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+@dataclass(frozen=True)
+class YAxis:
+    """How the panels' y axes are drawn: linear or log, an explicit range (None: each panel its own, fitted to its
+    data), and whether scrolling and dragging zoom y as well as x."""
+
+    log: bool = False
+    low: float | None = None
+    high: float | None = None
+    zoom_y: bool = False
+
+    def scale(self) -> alt.Scale:
+        """The y scale of every panel (a log scale drops a range end at or below 0)."""
+        low = None if self.log and self.low is not None and self.low <= 0 else self.low
+        limits: dict[str, Any] = {k: v for k, v in {"domainMin": low, "domainMax": self.high}.items() if v is not None}
+        return alt.Scale(type="log" if self.log else "linear", zero=False, **limits)
+
+    def zoom(self) -> Any:
+        """Drag to pan, scroll to zoom: the steps, and the values too with ``zoom_y``."""
+        return alt.selection_interval(bind="scales", encodings=["x", "y"] if self.zoom_y else ["x"])
+
+
+def legend(title: str | None, **extra: Any) -> alt.Legend:
+    """A legend whose swatches are thick, opaque strokes, visible on the light and the dark theme alike."""
+    style = dict(
+        labelLimit=0,
+        titleLimit=0,
+        orient="bottom",
+        symbolType="stroke",
+        symbolSize=400,
+        symbolStrokeWidth=4,
+        symbolOpacity=1,
+    )
+    return alt.Legend(title=title, **{**style, **extra})
+
+
+def export(chart: alt.FacetChart, fmt: str) -> bytes:
+    """The chart drawn as a PNG (twice the screen's resolution) or an SVG file, on a white background."""
+    spec = chart.to_dict()
+    spec.setdefault("config", {})["background"] = "white"
+    if fmt == "png":
+        return bytes(vlc.vegalite_to_png(spec, scale=2))
+    if fmt == "svg":
+        return str(vlc.vegalite_to_svg(spec)).encode()
+    raise ValueError(f"export format {fmt!r}: one of {', '.join(EXPORTS)}")
 
 
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
@@ -69,16 +120,37 @@ def _colour(labels: pd.DataFrame) -> alt.Color:
     rank = {m: i for i, m in enumerate(METHOD_COLOURS)}
     order = labels.assign(rank=labels["method"].map(rank).fillna(len(rank))).sort_values(["rank", "setting", "label"])
     scale = alt.Scale(domain=list(order["label"]), range=[method_colour(m) for m in order["method"]])
-    legend = alt.Legend(
-        title="run (method · base model · dataset)",
-        labelLimit=0,
-        titleLimit=0,
-        orient="bottom",
-        columns=2,
-        symbolOpacity=1,
-        symbolStrokeWidth=3,
-    )
-    return alt.Color("label:N", scale=scale, legend=legend)
+    return alt.Color("label:N", scale=scale, legend=legend("run (method · base model · dataset)", columns=2))
+
+
+def _method_order(methods: Sequence[str]) -> list[str]:
+    """The methods in palette order, any other after them by name."""
+    present = set(methods)
+    return [m for m in METHOD_COLOURS if m in present] + sorted(present - set(METHOD_COLOURS))
+
+
+def with_panels(
+    data: pd.DataFrame, metrics: Sequence[str], panels: str, by: str = "method"
+) -> tuple[pd.DataFrame, list[str]]:
+    """``data`` with ``panel`` (its metric, or ``metric · <by>``, by its method or group) and the panels in order:
+    metrics as given, then methods in palette order (groups by name).
+
+    >>> d = pd.DataFrame({"metric": ["m", "n", "m"], "method": ["entropy", "gt_grpo", "gt_grpo"]})
+    >>> with_panels(d, ["n", "m"], "metric and method")[1]
+    ['n · gt_grpo', 'm · gt_grpo', 'm · entropy']
+    """
+    if panels not in PANELS:
+        raise ValueError(f"panels={panels!r}: one of {', '.join(PANELS)}")
+    if panels == "metric" or data.empty:
+        return data.assign(panel=data["metric"]), [m for m in metrics if m in set(data["metric"])]
+    out = data.assign(panel=data["metric"] + " · " + data[by].astype(str))
+    methods = _method_order(list(out[by].dropna().astype(str)))
+    order = [f"{m} · {method}" for m in metrics for method in methods]
+    return out, [p for p in order if p in set(out["panel"])]
+
+
+def _width(columns: int) -> int:
+    return max(140, FACET_WIDTH // max(1, columns) - 60)
 
 
 def curves_chart(
@@ -88,16 +160,21 @@ def curves_chart(
     metrics: Sequence[str],
     x: str = "step",
     columns: int = 4,
+    y: YAxis = YAxis(),
+    panels: str = "metric",
 ) -> alt.FacetChart:
-    """One facet per metric (``columns`` a row, own y scales): raw lines faint, smoothed lines over them, collapse
-    onsets as dashed rules and diamonds; zoom and pan on x. ``curves`` needs ``smoothed`` (see smooth)."""
+    """One panel per metric (or per metric and method; ``columns`` a row, each its own y range): raw lines faint,
+    smoothed lines over them, collapse onsets as dashed rules and diamonds; zoom and pan on x (and y with
+    ``y.zoom_y``), a log y axis with ``y.log``. ``curves`` needs ``smoothed`` (see smooth)."""
     field, title = X_FIELDS[x]
     data = curves.merge(labels, on="run_id")
     marks = onset_marks(events, curves).merge(labels, on="run_id")
-    both = pd.concat([data.assign(kind="curve"), marks.assign(kind="onset")], ignore_index=True)
+    both, order = with_panels(
+        pd.concat([data.assign(kind="curve"), marks.assign(kind="onset")], ignore_index=True), metrics, panels
+    )
     colour = _colour(labels)
     dash = (
-        alt.StrokeDash("setting:N", legend=alt.Legend(title="base model · dataset", labelLimit=0, orient="bottom"))
+        alt.StrokeDash("setting:N", legend=legend("base model · dataset"))
         if labels["setting"].nunique() > 1
         else alt.value([1, 0])
     )
@@ -110,44 +187,105 @@ def curves_chart(
         alt.Tooltip("value:Q", title="raw", format=".4f"),
         alt.Tooltip("smoothed:Q", format=".4f"),
     ]
+    scale = y.scale()
+    smoothed = alt.Y("smoothed:Q", title=None, scale=scale)
     raw = (
-        base.transform_filter(curve)
-        .mark_line(opacity=0.25, strokeWidth=1)
-        .encode(y=alt.Y("value:Q", title=None), detail="label:N")
+        _kept(base.transform_filter(curve), y, "value")
+        .mark_line(opacity=0.25, strokeWidth=1, clip=True)
+        .encode(y=alt.Y("value:Q", title=None, scale=scale), detail="label:N")
     )
     line = (
-        base.transform_filter(curve).mark_line(strokeWidth=2).encode(y=alt.Y("smoothed:Q", title=None), strokeDash=dash)
+        _kept(base.transform_filter(curve), y, "smoothed")
+        .mark_line(strokeWidth=2, clip=True)
+        .encode(y=smoothed, strokeDash=dash)
     )
-    hover = base.transform_filter(curve).mark_circle(size=50, opacity=0.01).encode(y="smoothed:Q", tooltip=tips)
+    hover = (
+        _kept(base.transform_filter(curve), y, "smoothed")
+        .mark_circle(size=50, opacity=0.01, clip=True)
+        .encode(y=smoothed, tooltip=tips)
+    )
     rule = base.transform_filter(onset).mark_rule(strokeDash=[5, 3], strokeWidth=1.5)
     diamond = (
-        base.transform_filter(onset)
-        .mark_point(shape="diamond", size=130, filled=True, stroke="white", opacity=1)
-        .encode(y="smoothed:Q", tooltip=["label:N", "rule:N", "step:Q", "detail:N"])
+        _kept(base.transform_filter(onset), y, "smoothed")
+        .mark_point(shape="diamond", size=130, filled=True, stroke="white", opacity=1, clip=True)
+        .encode(y=smoothed, tooltip=["label:N", "rule:N", "step:Q", "detail:N"])
     )
-    width = max(140, FACET_WIDTH // max(1, columns) - 60)
-    zoom = alt.selection_interval(bind="scales", encodings=["x"])  # drag to pan, scroll to zoom the steps
-    layers = alt.layer(raw.add_params(zoom), line, hover, rule, diamond).properties(width=width, height=230)
-    facet = alt.Facet("metric:N", sort=list(metrics), title=None, header=alt.Header(labelFontSize=13))
+    layers = alt.layer(raw.add_params(y.zoom()), line, hover, rule, diamond).properties(
+        width=_width(columns), height=230
+    )
+    facet = alt.Facet("panel:N", sort=order, title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
 
 
-def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4) -> alt.FacetChart:
-    """Evaluation by checkpoint step: one facet per benchmark and metric, a line per run with its bootstrap interval
-    as a band; zoom and pan on x (drag, scroll)."""
-    data = evals.merge(labels, on="run_id").assign(facet=lambda d: d["benchmark"] + " " + d["metric"])
-    colour = _colour(labels)
-    zoom = alt.selection_interval(bind="scales", encodings=["x"])
-    base = alt.Chart().encode(x=alt.X("step:Q", title="checkpoint step"), color=colour)
-    band = base.mark_area(opacity=0.2).encode(y=alt.Y("ci_low:Q", title=None), y2="ci_high:Q", detail="label:N")
-    line = base.mark_line(point=True, strokeWidth=2).encode(
-        y=alt.Y("value:Q", title=None),
-        tooltip=["label:N", "step:Q", alt.Tooltip("value:Q", format=".4f"), "ci_low:Q", "ci_high:Q"],
+def _kept(chart: alt.Chart, y: YAxis, field: str) -> alt.Chart:
+    """``chart`` keeping only the points a log axis can draw (> 0) when ``y.log``."""
+    return chart.transform_filter(alt.datum[field] > 0) if y.log else chart
+
+
+def coinciding(evals: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """Runs whose evaluation curve in a panel (benchmark and metric) is the same, every step's value and interval:
+    one row per such group of 2 or more, with ``facet``, ``runs`` (how many), ``drawn`` (the run whose band is
+    drawn), ``run_ids`` (all of them) and ``labels`` (their labels, joined).
+
+    >>> e = pd.DataFrame({"run_id": list("abc"), "benchmark": "B", "metric": "m", "step": 1, "value": [.5, .5, .6],
+    ...                   "ci_low": .4, "ci_high": .7})
+    >>> same = coinciding(e, pd.DataFrame({"run_id": list("abc"), "label": list("ABC")}))
+    >>> same[["facet", "runs", "labels"]].values.tolist()
+    [['B m', 2, 'A, B']]
+    """
+    columns = ["facet", "runs", "drawn", "run_ids", "labels"]
+    if evals.empty:
+        return pd.DataFrame(columns=columns)
+    data = evals.merge(labels[["run_id", "label"]], on="run_id")
+    data = data.assign(facet=data["benchmark"] + " " + data["metric"]).sort_values(["facet", "label", "step"])
+    shape = data.round({"value": 9, "ci_low": 9, "ci_high": 9})[["facet", "label", "run_id", *CURVE]]
+    curve = shape.groupby(["facet", "label", "run_id"], sort=True)[CURVE].apply(lambda r: r.to_csv(index=False))
+    frame = curve.rename("curve").reset_index()
+    groups = frame.groupby(["facet", "curve"], sort=False).agg(
+        runs=("run_id", "size"), drawn=("run_id", "first"), run_ids=("run_id", tuple), labels=("label", ", ".join)
     )
-    width = max(140, FACET_WIDTH // max(1, columns) - 60)
-    layers = alt.layer(band, line).add_params(zoom).properties(width=width, height=200)
+    return groups[groups["runs"] > 1].reset_index()[columns].sort_values(["facet", "labels"], ignore_index=True)
+
+
+CURVE = ["step", "value", "ci_low", "ci_high"]  # what makes two runs' evaluation curves the same
+
+
+def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4, y: YAxis = YAxis()) -> alt.FacetChart:
+    """Evaluation by checkpoint step: one facet per benchmark and metric, a line per run with its bootstrap interval
+    as a band (drawn once, with a note "N runs coincide", where runs have the same curve); zoom and pan on x (drag,
+    scroll)."""
+    data = evals.merge(labels, on="run_id").assign(facet=lambda d: d["benchmark"] + " " + d["metric"])
+    same = coinciding(evals, labels)
+    hidden = {(f, r) for f, d, ids in same[["facet", "drawn", "run_ids"]].values for r in ids if r != d}
+    data["band"] = [(f, r) not in hidden for f, r in zip(data["facet"], data["run_id"], strict=True)]
+    notes = same.assign(kind="note", note=same["runs"].astype(str) + " runs coincide")[["facet", "kind", "note"]]
+    both = pd.concat([data.assign(kind="eval"), notes], ignore_index=True)
+    colour = _colour(labels)
+    scale = y.scale()
+    base = alt.Chart().encode(x=alt.X("step:Q", title="checkpoint step"), color=colour)
+    is_eval = alt.datum.kind == "eval"
+    band = (
+        _kept(base.transform_filter(is_eval & alt.datum.band), y, "ci_low")
+        .mark_area(opacity=0.2, clip=True)
+        .encode(y=alt.Y("ci_low:Q", title=None, scale=scale), y2="ci_high:Q", detail="label:N")
+    )
+    line = (
+        _kept(base.transform_filter(is_eval), y, "value")
+        .mark_line(point=True, strokeWidth=2, clip=True)
+        .encode(
+            y=alt.Y("value:Q", title=None, scale=scale),
+            tooltip=["label:N", "step:Q", alt.Tooltip("value:Q", format=".4f"), "ci_low:Q", "ci_high:Q"],
+        )
+    )
+    note = (
+        alt.Chart()
+        .transform_filter(alt.datum.kind == "note")
+        .mark_text(align="left", baseline="top", fontSize=12, fontWeight="bold", dx=4, dy=4)
+        .encode(x=alt.value(0), y=alt.value(0), text="note:N", color=alt.value("#888888"))
+    )
+    layers = alt.layer(band, line, note).add_params(y.zoom()).properties(width=_width(columns), height=200)
     facet = alt.Facet("facet:N", title=None, header=alt.Header(labelFontSize=13))
-    return alt.FacetChart(data=data, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
+    return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
 
 
 GROUPS = {"method": "method", "base model": "base_model", "dataset": "dataset"}
@@ -182,31 +320,46 @@ def group_bands(
 
 
 def grouped_chart(
-    bands: pd.DataFrame, curves: pd.DataFrame, runs: pd.DataFrame, by: str, metrics: Sequence[str], columns: int = 4
+    bands: pd.DataFrame,
+    curves: pd.DataFrame,
+    runs: pd.DataFrame,
+    by: str,
+    metrics: Sequence[str],
+    columns: int = 4,
+    y: YAxis = YAxis(),
+    panels: str = "metric",
 ) -> alt.FacetChart:
-    """One facet per metric: each group's mean line over its min-max band, the single runs faint behind; a legend of
-    the groups only (readable however many runs), zoom and pan on x."""
+    """One panel per metric (or per metric and group): each group's mean line over its min-max band, the single runs
+    faint behind; a legend of the groups only (readable however many runs), zoom and pan on x (and y)."""
     groups = list(dict.fromkeys(bands["group"]))
     coloured = by == "method"
     scale = alt.Scale(domain=groups, range=[method_colour(g) for g in groups]) if coloured else alt.Scale()
-    colour = alt.Color("group:N", title=by, scale=scale, legend=alt.Legend(orient="bottom", labelLimit=0))
+    colour = alt.Color("group:N", title=by, scale=scale, legend=legend(by))
     faint = curves.merge(runs[["run_id", by]], on="run_id").rename(columns={by: "group"})
-    both = pd.concat([bands.assign(kind="band"), faint.assign(kind="run")], ignore_index=True)
-    zoom = alt.selection_interval(bind="scales", encodings=["x"])
+    both, order = with_panels(
+        pd.concat([bands.assign(kind="band"), faint.assign(kind="run")], ignore_index=True), metrics, panels, "group"
+    )
     base = alt.Chart().encode(x=alt.X("step:Q", title="step"), color=colour)
     is_band, is_run = alt.datum.kind == "band", alt.datum.kind == "run"
+    yscale = y.scale()
     single = (
-        base.transform_filter(is_run).mark_line(opacity=0.12, strokeWidth=1).encode(y="smoothed:Q", detail="run_id:N")
+        _kept(base.transform_filter(is_run), y, "smoothed")
+        .mark_line(opacity=0.12, strokeWidth=1, clip=True)
+        .encode(y=alt.Y("smoothed:Q", title=None, scale=yscale), detail="run_id:N")
     )
-    area = base.transform_filter(is_band).mark_area(opacity=0.25).encode(y=alt.Y("low:Q", title=None), y2="high:Q")
+    area = (
+        _kept(base.transform_filter(is_band), y, "low")
+        .mark_area(opacity=0.25, clip=True)
+        .encode(y=alt.Y("low:Q", title=None, scale=yscale), y2="high:Q")
+    )
     mean = (
-        base.transform_filter(is_band)
-        .mark_line(strokeWidth=2.5)
+        _kept(base.transform_filter(is_band), y, "mean")
+        .mark_line(strokeWidth=2.5, clip=True)
         .encode(
-            y="mean:Q", tooltip=["group:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), "low:Q", "high:Q", "runs:Q"]
+            y=alt.Y("mean:Q", title=None, scale=yscale),
+            tooltip=["group:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), "low:Q", "high:Q", "runs:Q"],
         )
     )
-    width = max(140, FACET_WIDTH // max(1, columns) - 60)
-    layers = alt.layer(single, area, mean).add_params(zoom).properties(width=width, height=230)
-    facet = alt.Facet("metric:N", sort=list(metrics), title=None, header=alt.Header(labelFontSize=13))
+    layers = alt.layer(single, area, mean).add_params(y.zoom()).properties(width=_width(columns), height=230)
+    facet = alt.Facet("panel:N", sort=order, title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")

@@ -3,18 +3,28 @@ EMA-smoothed over the faint raw curves, coloured by method, collapse onsets mark
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import altair as alt
 import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.settings_diff import spread
-from dashboard.common import METHOD_COLOURS, query, require_store, stored_runs, table
+from dashboard.common import METHOD_COLOURS, plain, query, require_store, stored_runs, table
 from dashboard.curves_chart import (
     BANDS,
+    EXPORTS,
     GROUPS,
+    PANELS,
     X_FIELDS,
+    YAxis,
+    coinciding,
     curves_chart,
     eval_chart,
+    export,
     group_bands,
     grouped_chart,
     run_labels,
@@ -68,7 +78,51 @@ def choose_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return chosen
 
 
-def evaluation_view(chosen: pd.DataFrame) -> None:
+def refresh_from_sidebar() -> float | None:
+    """Seconds between live refreshes of the charts (None: off), chosen in the sidebar and kept in the URL."""
+    st.sidebar.subheader("Live refresh")
+    live = st.sidebar.toggle(
+        "Re-query the store while runs are going", value=False, key="live", bind="query-params",
+        help="the charts and the collapse list are drawn again from the store every few seconds; the page's "
+        "choices stay as they are",
+    )  # fmt: skip
+    every = st.sidebar.number_input("Every (seconds)", 2, 3600, 30, key="every", bind="query-params", disabled=not live)
+    return float(every) if live else None
+
+
+def y_axis_choices() -> YAxis:
+    """The y axis of every panel: log or linear, zoomed by scrolling or not, and an optional fixed range."""
+    log, zoom, low, high = st.columns([1, 1, 1, 1])
+    return YAxis(
+        log=log.toggle("Log y axis", key="log_y", bind="query-params", help="values at or below 0 are left out"),
+        zoom_y=zoom.toggle(
+            "Zoom y too", key="zoom_y", bind="query-params", help="scroll or drag a panel to zoom and pan its values"
+        ),
+        low=low.number_input("y from", value=None, key="y_min", bind="query-params", placeholder="each panel's own"),
+        high=high.number_input("y to", value=None, key="y_max", bind="query-params", placeholder="each panel's own"),
+    )
+
+
+def export_buttons(chart: alt.FacetChart, name: str) -> None:
+    """Buttons downloading ``chart`` as ``name.png`` and ``name.svg`` (drawn when clicked, not before)."""
+    for column, fmt in zip(st.columns(len(EXPORTS) + 4)[: len(EXPORTS)], EXPORTS, strict=True):
+        column.download_button(
+            f"Chart as {fmt.upper()}",
+            partial(export, chart, fmt),
+            file_name=f"{name}.{fmt}",
+            mime=EXPORTS[fmt],
+            key=f"export-{name}-{fmt}",
+            icon=":material/download:",
+        )
+
+
+def refreshed(every: float | None) -> None:
+    """When the store was last read, and how often it is read again."""
+    now = datetime.now(UTC).strftime("%H:%M:%S")
+    st.caption(f"Read from the store at {now} UTC" + (f"; again every {every:g} s." if every else "."))
+
+
+def evaluation_view(chosen: pd.DataFrame, y: YAxis, every: float | None) -> None:
     """The chosen runs' evaluation metrics against the checkpoint step, with their intervals."""
     checker = st.radio("Checker", ["math_verify", "strict"], horizontal=True, key="checker", bind="query-params")
     evals = query("eval_curves", list(chosen["run_id"]), checker)
@@ -78,7 +132,16 @@ def evaluation_view(chosen: pd.DataFrame) -> None:
     warning = settings_warning(evals)
     if warning:
         st.warning(warning)
-    st.altair_chart(eval_chart(evals, run_labels(chosen)), width="stretch")
+    labels = run_labels(chosen)
+    for group in coinciding(evals, labels).to_dict("records"):
+        st.caption(
+            f"{plain(group['facet'])}: {group['runs']} runs coincide (the same score and interval at every step; "
+            f"one band drawn): {plain(group['labels'])}."
+        )
+    chart = eval_chart(evals, labels, y=y)
+    st.altair_chart(chart, width="stretch")
+    export_buttons(chart, "evaluation-curves")
+    refreshed(every)
 
 
 def settings_warning(evals: pd.DataFrame) -> str | None:
@@ -94,8 +157,44 @@ def settings_warning(evals: pd.DataFrame) -> str | None:
     return "⚠ settings differ between the scores shown, which are not comparable as they stand: " + "; ".join(crossed)
 
 
+def training_view(chosen: pd.DataFrame, rules: CollapseRules, choices: dict[str, Any], every: float | None) -> None:
+    """The chosen runs' training curves (one chart, a panel per metric), then their collapses."""
+    run_ids = list(chosen["run_id"])
+    metrics, y, columns, panels = choices["metrics"], choices["y"], choices["columns"], choices["panels"]
+    curves = smooth(query("training_curves", run_ids, metrics), choices["weight"])
+    events = events_for(run_ids, rules)
+    if choices["group"] != "none":
+        field = GROUPS[choices["group"]]
+        bands = group_bands(curves, chosen, field, band=choices["band"])
+        st.caption(
+            f"{len(chosen)} runs in {bands['group'].nunique()} groups by {choices['group']}; drag or scroll a chart "
+            "to zoom."
+        )
+        chart = grouped_chart(bands, curves, chosen, field, metrics, columns, y, panels)
+    else:
+        if choices["x_axis"] == "wall time" and curves["wall_hours"].isna().any():
+            st.caption("Runs that log no step_seconds have no wall time and are left out of this view.")
+        chart = curves_chart(curves, events, run_labels(chosen), metrics, choices["x_axis"], columns, y, panels)
+    st.altair_chart(chart, width="stretch")
+    export_buttons(chart, "training-curves")
+    refreshed(every)
+    st.subheader("Collapses")
+    st.caption(
+        "Dashed rules and diamonds on the charts: val_drop (validation accuracy fell more than the margin below its "
+        "peak), reward_without_labels (a [0, 1] reward near 1 while pseudo-label accuracy fell), "
+        "reward_rise_without_labels (an unbounded reward rose while it fell), length_at_cap (mean response length "
+        "pinned at the cap)."
+    )
+    scope = st.radio(
+        "List collapses of", ["the chosen runs", "all runs"], horizontal=True, key="scope", bind="query-params"
+    )
+    listed = events if scope == "the chosen runs" else events_for(None, rules)
+    table(listed, "collapses")
+
+
 require_store()
 st.title("Training curves")
+every = refresh_from_sidebar()
 runs = stored_runs()
 chosen = choose_runs(runs)
 source = st.radio(
@@ -106,8 +205,9 @@ source = st.radio(
     bind="query-params",
     help="evaluation by checkpoint: each benchmark's score at every saved step, with its bootstrap interval",
 )
+y = y_axis_choices()
 if source == "evaluation by checkpoint":
-    evaluation_view(chosen)
+    st.fragment(evaluation_view, run_every=every)(chosen, y, every)
     st.stop()
 names = query("training_metric_names")
 metrics = st.multiselect(
@@ -117,7 +217,7 @@ metrics = st.multiselect(
     key="metrics",
     bind="query-params",
 )
-left, middle, right, far, band_column = st.columns([2, 1, 1, 1, 1])
+left, middle, right, far, band_column, panel_column = st.columns([2, 1, 1, 1, 1, 1])
 weight = left.slider(
     "Smoothing (EMA weight; the raw curve stays faint behind)", 0.0, 0.99, 0.6, 0.01, key="ema", bind="query-params"
 )
@@ -140,31 +240,19 @@ band = band_column.selectbox(
     help="min-max over the group's runs, or mean ± standard deviation (the spread across seeds of a cell)",
     disabled=group == "none",
 )
+panels = panel_column.selectbox(
+    "A panel per",
+    list(PANELS),
+    key="panels",
+    bind="query-params",
+    help="metric and method: each method's curves in a panel of their own, with its own y range (a Self-Certainty "
+    "reward near 13 no longer flattens the 0/1 rewards)",
+)
 rules = rules_from_sidebar()
 if chosen.empty or not metrics:
     st.info("Pick at least one method, base model, dataset and metric with runs in the store.")
     st.stop()
-run_ids = list(chosen["run_id"])
-curves = smooth(query("training_curves", run_ids, metrics), weight)
-events = events_for(run_ids, rules)
-if group != "none":
-    field = GROUPS[group]
-    bands = group_bands(curves, chosen, field, band=band)
-    st.caption(f"{len(chosen)} runs in {bands['group'].nunique()} groups by {group}; drag or scroll a chart to zoom.")
-    st.altair_chart(grouped_chart(bands, curves, chosen, field, metrics, columns), width="stretch")
-else:
-    if x_axis == "wall time" and curves["wall_hours"].isna().any():
-        st.caption("Runs that log no step_seconds have no wall time and are left out of this view.")
-    st.altair_chart(curves_chart(curves, events, run_labels(chosen), metrics, x_axis, columns), width="stretch")
-st.subheader("Collapses")
-st.caption(
-    "Dashed rules and diamonds on the charts: val_drop (validation accuracy fell more than the margin below its "
-    "peak), reward_without_labels (a [0, 1] reward near 1 while pseudo-label accuracy fell), "
-    "reward_rise_without_labels (an unbounded reward rose while it fell), length_at_cap (mean response length "
-    "pinned at the cap)."
+choices = dict(
+    metrics=metrics, y=y, columns=columns, panels=panels, weight=weight, group=group, band=band, x_axis=x_axis
 )
-scope = st.radio(
-    "List collapses of", ["the chosen runs", "all runs"], horizontal=True, key="scope", bind="query-params"
-)
-listed = events if scope == "the chosen runs" else events_for(None, rules)
-table(listed, "collapses")
+st.fragment(training_view, run_every=every)(chosen, rules, choices, every)

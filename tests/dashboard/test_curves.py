@@ -25,7 +25,7 @@ def test_curves_page_compares_the_methods_of_one_setting(app: AppTest) -> None:
     assert app.multiselect(key="methods").value == list(METHOD_COLOURS)[:6]  # every method, in palette order
     assert len(app.get("vega_lite_chart")) == 1
     spec, data = chart(app)
-    assert spec["facet"]["field"] == "metric" and spec["columns"] == 4 and set(data["metric"]) == DEFAULTS
+    assert spec["facet"]["field"] == "panel" and spec["columns"] == 4 and set(data["metric"]) == DEFAULTS
     colour = spec["spec"]["layer"][1]["encoding"]["color"]
     labels = colour["scale"]["domain"]
     assert colour["legend"]["labelLimit"] == 0 and len(labels) == 6
