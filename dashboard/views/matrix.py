@@ -11,6 +11,7 @@ import streamlit as st
 from corewarding.matrix import Cell, hub_repo_id, load_matrix
 from corewarding.results.attempts import failure_note
 from dashboard.common import plain, query, require_store, table
+from dashboard.released_table import hub_note
 
 STATUS_COLOURS = {
     "finished": "#2e7d32",
@@ -35,12 +36,15 @@ def text_colour(grid: pd.DataFrame, metric: str | None) -> pd.Series:
 
 
 def hub_columns(grid: pd.DataFrame) -> pd.DataFrame:
-    """``hub_url`` only where the run's publish record shows a push; ``hub`` says which step or "not published"."""
+    """``hub_url`` only where the run's publish record shows a push; ``hub`` says which step, or why not (see
+    hub_note: a tiny or demo cell is not meant for the Hub)."""
     pushed = grid["published_commit"].notna()
     grid["hub_url"] = ("https://huggingface.co/" + grid["hub_repo_id"].fillna("")).where(pushed)
     grid["hub"] = [
-        f"published, step {s:.0f} ({c[:7]})" if isinstance(c, str) else "not published"
-        for s, c in zip(grid["published_step"], grid["published_commit"], strict=True)
+        f"published, step {s:.0f} ({c[:7]})" if isinstance(c, str) else hub_note(cell, repo)
+        for s, c, cell, repo in zip(
+            grid["published_step"], grid["published_commit"], grid["cell_id"], grid["hub_repo_id"], strict=True
+        )
     ]
     return grid
 
@@ -111,28 +115,45 @@ def with_metric(grid: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     return grid, None
 
 
-WRAP = "split(replace(datum.label, /_(?=[^_]*$)/, '_\\n'), '\\n')"  # "co_rewarding_1" -> "co_rewarding_" / "1"
+HEADER_ANGLE = -30  # the method headers slant up and to the right: none overlaps its neighbour however long
+CELL_STEP = 100  # px per column: the headers and every cell's text fit, the legend below fits a 1400 px window
 
 
 def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
     methods = list(dict.fromkeys(grid["method"]))
     rows = list(dict.fromkeys(grid["row"]))
     base = alt.Chart(grid).encode(
-        # every header shown: no overlap culling, no truncation, long names wrapped at "_"
+        # every header shown: no overlap culling, no truncation, slanted so long names never collide
         x=alt.X(
             "method:N",
             sort=methods,
             title=None,
-            axis=alt.Axis(orient="top", labelAngle=0, labelOverlap=False, labelLimit=0, labelExpr=WRAP),
+            axis=alt.Axis(
+                orient="top",
+                labelAngle=HEADER_ANGLE,
+                labelAlign="left",
+                labelBaseline="middle",
+                labelOverlap=False,
+                labelLimit=0,
+                labelFontSize=12,
+                labelPadding=6,
+            ),
         ),
         y=alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=320)),
     )
     if metric is None:
         colour = alt.Color(
-            "status:N", scale=alt.Scale(domain=list(STATUS_COLOURS), range=list(STATUS_COLOURS.values()))
+            "status:N",
+            scale=alt.Scale(domain=list(STATUS_COLOURS), range=list(STATUS_COLOURS.values())),
+            legend=alt.Legend(orient="bottom", direction="horizontal", columns=4, labelLimit=0, symbolSize=200),
         )
     else:
-        colour = alt.Color("value:Q", title=metric, scale=alt.Scale(scheme="viridis"))
+        colour = alt.Color(
+            "value:Q",
+            title=metric,
+            scale=alt.Scale(scheme="viridis"),
+            legend=alt.Legend(orient="bottom", direction="horizontal", titleLimit=0, gradientLength=300),
+        )
     tooltip: list[Any] = [
         alt.Tooltip("cell_id:N", title="cell"),
         "status:N",
@@ -149,11 +170,11 @@ def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
         href="run_url:N",
         tooltip=tooltip,
     )
-    # a column at least 110 px wide, so the headers and cell texts fit however narrow the window
+    # a column CELL_STEP px wide, so the cell texts fit however narrow the window (the page scrolls sideways then)
     return (
         (rect + text)
         .resolve_scale(color="independent")
-        .properties(width=alt.Step(110), height=max(220, 34 * len(rows)))
+        .properties(width=alt.Step(CELL_STEP), height=max(220, 34 * len(rows)))
     )
 
 

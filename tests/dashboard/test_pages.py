@@ -52,7 +52,8 @@ def test_matrix_page(app: AppTest) -> None:
     assert grid.loc[grid["cell_id"] == "gt_grpo__qwen2.5-3b__math", "hub_url"].tolist() == [
         "https://huggingface.co/TMLR-Group-HF/GT-Qwen2.5-3B-MATH"
     ]
-    assert (grid.loc[grid["hub_url"].isna(), "hub"] == "not published").all()
+    unpublished = grid.loc[grid["hub_url"].isna(), "hub"]  # paper cells: the repo their checkpoint would go to
+    assert unpublished.str.fullmatch(r"not published \(its Hub repo would be TMLR-Group-HF/[\w.-]+\)").all()
     spec, data = chart(app)
     axis = spec["layer"][0]["encoding"]["x"]["axis"]
     assert (axis["labelOverlap"], axis["labelLimit"]) == (False, 0)  # no header culled or cut
