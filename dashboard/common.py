@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import altair as alt
 import duckdb
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
+from corewarding import methods
 from corewarding.results.schema import SchemaError
 from corewarding.results.store import StoreBusyError, StoreDamagedError, default_db, reader
 from dashboard import queries
 
+log = logging.getLogger(__name__)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=])")
 
 
@@ -139,23 +143,118 @@ def method_colour(method: str) -> str:
     return METHOD_COLOURS[max(known, key=len)] if known else OTHER_COLOUR
 
 
+REWARD_UNITS = {"text": "0/1", "entropy": "negative entropy, nats", "self_certainty": "nats"}
+
+
+def reward_unit(method: str) -> str:
+    """What the method's mean reward counts: ``0/1`` for the rewards that check or vote on answers, ``nats`` for
+    Self-Certainty's mean self-certainty, ``negative entropy, nats`` for Entropy's negative mean entropy (so their scale
+    differs); a variant (``majority_voting_rephrased``) takes its method's, an unknown method ``?``."""
+    known = [m for m in methods.names() if method == m or method.startswith(m + "_")]
+    if not known:
+        return "?"
+    spec = methods.get(max(known, key=len))
+    return REWARD_UNITS.get(spec.logits_statistic or spec.kind, "?")
+
+
 def method_scale(methods: list[str]) -> alt.Scale:
     """An Altair colour scale giving each method (or each label of a method) its fixed colour."""
     return alt.Scale(domain=list(methods), range=[method_colour(m) for m in methods])
 
 
-def run_choice(
-    label: str, options: list[str], key: str, index: int = 0, column: Any = st, alias: str | None = None
-) -> str:
-    """A run picked from ``options`` (run ids), kept in the URL under ``key``; the URL may also name a cell (under
-    ``key`` or ``alias``), which stands for its newest run, so a link to a cell keeps working after it is trained
-    again. The URL is only read here, never rewritten, so the browser's back button leaves the page."""
+def resolve_run(name: str, options: Sequence[str]) -> str | None:
+    """The run a URL names: a stored run id itself, a cell id its newest run (so a link to a cell keeps working after
+    the cell is trained again); None when the store holds neither."""
+    if name in options:
+        return name
+    newest = query("newest_run_of", name)
+    return str(newest) if newest in options else None
+
+
+def stop_unknown(names: Sequence[str]) -> NoReturn:
+    """One clear message naming what the URL asked for (escaped: it is typed by whoever wrote the link), and stop:
+    never another run in its place."""
+    listed = ", ".join(plain(n) for n in names)
+    st.error(
+        f"No run or cell {listed} in this store ({plain(db_path())}). Pick a run on the Runs page, or check the link."
+    )
+    st.stop()
+
+
+def _write_url(key: str, value: str | list[str], drop: Sequence[str] = ()) -> None:
+    """Make ``key=value`` the URL's choice, dropping the other names it could have come from (``cell=``, ``a=``).
+
+    Left unwritten for one render when a widget of the page just left still holds ``key`` (the Samples page binds
+    ``run`` to its picker; Streamlit releases it when that render ends), rather than failing the page.
+    """
+    try:
+        for name in drop:
+            if name in st.query_params:
+                del st.query_params[name]
+        if st.query_params.get_all(key) != ([value] if isinstance(value, str) else value):
+            st.query_params[key] = value
+    except StreamlitAPIException:
+        log.info("%s= is still bound to the previous page's widget; not written this render", key)
+
+
+def _picked_to_url(key: str, drop: tuple[str, ...]) -> None:
+    """on_change of a run picker: the pick goes into the URL under ``key`` (a list: one parameter a run, or an empty
+    one for none, so a reload keeps the empty pick instead of the default)."""
+    value = st.session_state[key]
+    if isinstance(value, list):
+        _write_url(key, [str(v) for v in value] or "", drop)
+    else:
+        _write_url(key, str(value), drop)
+
+
+def run_choice(label: str, options: list[str], key: str, alias: str | None = None, column: Any = st) -> str:
+    """A run picked from ``options`` (run ids, newest first), its choice in the URL under ``key``.
+
+    The URL may name a run or a cell (under ``key`` or ``alias``, see resolve_run); a name the store does not hold
+    stops the page with one message. With nothing named, the newest run is shown and written into the URL, so a copied
+    link keeps showing it when runs are added. Picking another run writes ``key=<run id>`` and drops ``alias``.
+    """
     named = st.query_params.get(key) or (st.query_params.get(alias) if alias else None)
-    if named and named not in options and key not in st.session_state:
-        newest = query("newest_run_of", named)
-        if newest in options:
-            st.session_state[key] = newest
-    return str(column.selectbox(label, options, index=index, key=key, bind="query-params"))
+    if named:
+        chosen = resolve_run(named, options)
+        if chosen is None:
+            stop_unknown([named])
+    else:
+        chosen = options[0]
+        _write_url(key, chosen, (alias,) if alias else ())
+    st.session_state[key] = chosen
+    drop = (alias,) if alias else ()
+    return str(column.selectbox(label, options, key=key, on_change=_picked_to_url, args=(key, drop)))
+
+
+def url_names(key: str, legacy: Sequence[str] = ()) -> list[str] | None:
+    """The names a URL gives under ``key`` (repeated, or one comma list), else under the ``legacy`` keys (``a=``,
+    ``b=``); None when it gives none (an empty ``key=`` is an empty pick, not none)."""
+    if key in st.query_params:
+        return list(dict.fromkeys(n for v in st.query_params.get_all(key) for n in v.split(",") if n))
+    old = [st.query_params[k] for k in legacy if st.query_params.get(k)]
+    return list(dict.fromkeys(old)) if old else None
+
+
+def runs_choice(label: str, options: list[str], key: str, legacy: tuple[str, ...] = (), default: int = 2) -> list[str]:
+    """Several runs picked from ``options`` (run ids, newest first), kept in the URL as repeated ``key=`` parameters.
+
+    Named runs or cells are resolved as in run_choice (an unknown one stops the page); with none named, the ``default``
+    newest runs are shown and written into the URL. A new pick replaces the ``legacy`` parameters (``a=``, ``b=``).
+    """
+    named = url_names(key, legacy)
+    if named is None:
+        chosen = options[:default]
+        _write_url(key, chosen, legacy)
+    else:
+        resolved = {n: resolve_run(n, options) for n in named}
+        unknown = [n for n, run in resolved.items() if run is None]
+        if unknown:
+            stop_unknown(unknown)
+        chosen = list(dict.fromkeys(str(r) for r in resolved.values()))
+    st.session_state[key] = chosen
+    picked = st.multiselect(label, options, key=key, on_change=_picked_to_url, args=(key, legacy))
+    return [str(p) for p in picked]
 
 
 def stored_runs(minimum: int = 1) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import duckdb
 import pandas as pd
 
 from corewarding.results import attempts, read, released_read, report, store
+from corewarding.results.collapse import CollapseRules, collapse_events
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -293,3 +294,52 @@ def eval_metric_names(con: Con, checker: str) -> list[str]:
             [checker],
         ).fetchall()
     ]
+
+
+def run_metrics(con: Con) -> pd.DataFrame:
+    """Per run that logged any: its last validation accuracy and last mean reward (each at the highest step that
+    logged it; the reward over training steps only) and its training wall time in hours (the sum of its
+    ``step_seconds``; NULL for a run that logs none)."""
+    return _df(
+        con,
+        """SELECT run_id,
+            arg_max(value, step) FILTER (WHERE metric = 'val_accuracy') AS last_val_acc,
+            arg_max(value, step) FILTER (WHERE metric = 'reward_mean' AND step > 0) AS last_reward,
+            sum(value) FILTER (WHERE metric = 'step_seconds') / 3600 AS wall_hours
+        FROM training_metrics WHERE metric IN ('val_accuracy', 'reward_mean', 'step_seconds')
+            AND value IS NOT NULL AND NOT isnan(value)
+        GROUP BY run_id""",
+    )
+
+
+def collapse_flags(con: Con) -> pd.DataFrame:
+    """Per run with a collapse event under the default rules (``results.collapse``): the rules that fired, first
+    onset first, and the first onset's step."""
+    events = collapse_events(collapse_inputs(con), CollapseRules()).sort_values(["run_id", "step", "rule"])
+    return (
+        events.groupby("run_id", sort=True)
+        .agg(collapse=("rule", lambda r: ", ".join(dict.fromkeys(r))), collapse_step=("step", "min"))
+        .reset_index()
+    )
+
+
+def metric_names_of(con: Con, run_id: str) -> list[str]:
+    """The training metrics a run logged."""
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT metric FROM training_metrics WHERE run_id = ? ORDER BY 1", [run_id]
+        ).fetchall()
+    ]
+
+
+def gpu_hours(con: Con) -> pd.DataFrame:
+    """Per run: the GPU-hours its run.json ledger records (run_id, gpu_hours); no rows from a store whose schema
+    predates the ledger."""
+    has = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'runs' AND column_name = 'gpu_hours' "
+        "AND database_name = current_database()"
+    ).fetchone()
+    if not has or not has[0]:
+        return pd.DataFrame({"run_id": pd.Series(dtype=str), "gpu_hours": pd.Series(dtype=float)})
+    return _df(con, "SELECT run_id, gpu_hours FROM runs")

@@ -1,16 +1,31 @@
-"""The run table: every ingested run, filtered by method, base model, data set, status and matrix, optionally
-grouped; each row opens its run page, and two picked rows open the comparison."""
+"""The run table: every ingested run with its last validation accuracy, last mean reward (and its unit), collapse flag
+and training hours; searched by text, filtered by method, base model, data set, status and matrix, optionally grouped
+(rounded summaries); each row opens its run page, and two or more picked rows open their comparison."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
 from corewarding.matrix import load_matrix, matrix_names
-from dashboard.common import plain, require_store, stored_runs, table
+from dashboard.common import plain, query, require_store, reward_unit, stored_runs, table
 
 FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset", "status": "Status"}
 GROUP_BY = {"none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status"}
+SEARCHED = ["run_id", "cell_id", "method", "base_model", "dataset"]
+COLUMNS = [
+    "open", "run_id", "method", "base_model", "dataset", "status", "last_step", "total_steps", "last_val_acc",
+    "last_reward", "reward_unit", "collapse", "wall_hours", "started_at",
+]  # fmt: skip
+NUMBER = {
+    "last_val_acc": st.column_config.NumberColumn("last val acc", format="%.3f", help="validation accuracy, last step"),
+    "last_reward": st.column_config.NumberColumn("last reward", format="%.3f", help="mean reward, last training step"),
+    "reward_unit": st.column_config.TextColumn("reward unit", help="0/1: answer checks and votes; nats: logit rewards"),
+    "collapse": st.column_config.TextColumn("collapse", help="collapse rules fired (default thresholds), first first"),
+    "wall_hours": st.column_config.NumberColumn("train hours", format="%.2f", help="sum of step_seconds (wall time)"),
+}
 
 
 @st.cache_data(show_spinner=False)
@@ -19,10 +34,32 @@ def matrix_members() -> dict[str, frozenset[str]]:
     return {name: frozenset(c.cell_id for c in load_matrix(name).cells) for name in matrix_names()}
 
 
-def filtered(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs matching the picks of every filter (an empty pick: no filter)."""
-    columns = st.columns(len(FILTERS) + 1)
+def with_metrics(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with last_val_acc, last_reward, reward_unit, collapse ("" for none), collapse_step and wall_hours."""
+    out = runs.merge(query("run_metrics"), on="run_id", how="left").merge(
+        query("collapse_flags"), on="run_id", how="left"
+    )
+    out["collapse"] = out["collapse"].fillna("")
+    out["reward_unit"] = out["method"].map(reward_unit)
+    return out
+
+
+def searched(runs: pd.DataFrame, text: str) -> pd.Series:
+    """Rows whose run id, cell, method, base model or data set contain every word of ``text`` (any case)."""
+    haystack = runs[SEARCHED].fillna("").astype(str).agg(" ".join, axis=1).str.lower()
     keep = pd.Series(True, index=runs.index)
+    for word in text.lower().split():
+        keep &= haystack.str.contains(word, regex=False)
+    return keep
+
+
+def filtered(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs matching the search and the picks of every filter (an empty pick: no filter)."""
+    text = st.text_input(
+        "Search", key="q", bind="query-params", placeholder="run id, cell, method, model or data set (all words)"
+    )
+    columns = st.columns(len(FILTERS) + 1)
+    keep = searched(runs, text)
     for column, (field, label) in zip(columns, FILTERS.items(), strict=False):
         picked = column.multiselect(
             label, sorted(runs[field].dropna().unique()), placeholder="all", key=field, bind="query-params"
@@ -36,36 +73,44 @@ def filtered(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[keep]
 
 
-require_store()
-st.title("Runs")
-runs = stored_runs()
-shown = filtered(runs)
-group = st.radio("Group by", list(GROUP_BY), horizontal=True, key="group", bind="query-params")
-st.caption(f"{len(shown)} of {len(runs)} runs. Open a run with its link; tick two rows to compare them.")
-if GROUP_BY[group]:
-    field = GROUP_BY[group]
+def group_summary(shown: pd.DataFrame, field: str) -> pd.DataFrame:
+    """Per value of ``field``: runs, finished, collapsed, and the means of last step, last validation accuracy and
+    training hours, rounded to 3 decimals (rewards are left out: their units differ between methods)."""
     summary = shown.groupby(field).agg(
         runs=("run_id", "count"),
         finished=("status", lambda s: int((s == "finished").sum())),
+        collapsed=("collapse", lambda s: int((s != "").sum())),
         mean_last_step=("last_step", "mean"),
+        mean_last_val_acc=("last_val_acc", "mean"),
+        mean_train_hours=("wall_hours", "mean"),
     )
-    table(summary.reset_index(), f"runs-by-{field}")
-rows = shown.assign(open="run?run=" + shown["run_id"])
-columns = ["open", "run_id", "method", "base_model", "dataset", "status", "last_step", "total_steps", "started_at"]
+    return summary.round(3).reset_index()
+
+
+require_store()
+st.title("Runs")
+runs = with_metrics(stored_runs())
+shown = filtered(runs)
+group = st.radio("Group by", list(GROUP_BY), horizontal=True, key="group", bind="query-params")
+st.caption(f"{len(shown)} of {len(runs)} runs. Open a run with its link; tick two or more rows to compare them.")
+if GROUP_BY[group]:
+    field = str(GROUP_BY[group])
+    table(group_summary(shown, field), f"runs-by-{field}")
+rows = shown.assign(open="run?" + shown["run_id"].map(lambda r: urlencode({"run": r})))
 picked = st.dataframe(
-    rows[columns],
+    rows[COLUMNS],
     hide_index=True,
     on_select="rerun",
     selection_mode="multi-row",
     key="run_table",
-    column_config={"open": st.column_config.LinkColumn("run page", display_text="open")},
+    column_config={"open": st.column_config.LinkColumn("run page", display_text="open"), **NUMBER},
 )
 chosen = [rows["run_id"].iloc[i] for i in picked.selection.rows]  # type: ignore[attr-defined]
-if len(chosen) == 2:
+if len(chosen) >= 2:
     st.page_link(
         "views/compare.py",
-        label=f"Compare {plain(chosen[0])} and {plain(chosen[1])}",
-        query_params={"a": chosen[0], "b": chosen[1]},
+        label=f"Compare {', '.join(plain(c) for c in chosen)}",
+        query_params=[("runs", c) for c in chosen],
     )
 elif chosen:
-    st.caption("Tick exactly two rows to compare them.")
+    st.caption("Tick two or more rows to compare them.")

@@ -21,10 +21,11 @@ def test_the_run_page_of_a_cell_named_in_the_url(app: AppTest) -> None:
     render(app, "views/run.py", cell=CELL)
     assert app.title[0].value == "Run"
     assert app.selectbox(key="run").value.startswith(CELL + "@")  # the newest run of the cell
-    assert [m.value for m in app.metric][2:] == ["co_rewarding_2", "qwen2.5-7b", "math"]
+    assert [m.label for m in app.metric] == ["Status", "Steps", "Val acc", "Reward (0/1)", "Train hours"]
+    assert "**method** co\\_rewarding\\_2 · **base model** qwen2\\.5\\-7b · **dataset** math" in app.markdown[0].value
     assert [s.value for s in app.subheader] == [
         "Training curves", "Evaluation by checkpoint", "Collapse events",
-        "Samples of the newest evaluated checkpoint", "Resolved config",
+        "Samples of the newest evaluated checkpoint", "System metrics", "Resolved config",
     ]  # fmt: skip
     evals = app.dataframe[0].value
     assert set(evals["step"]) == {10, 20, 30} and (evals["ci_low"] <= evals["value"]).all()
@@ -36,19 +37,23 @@ def test_the_run_table_filters_and_groups(app: AppTest) -> None:
     rows = app.dataframe[-1].value
     assert set(rows["method"]) == {"co_rewarding_1"} and len(rows) == 2
     assert rows["open"].str.startswith("run?run=co_rewarding_1__").all()
+    assert rows["reward_unit"].eq("0/1").all() and rows["last_val_acc"].between(0, 1).all()
     app.multiselect(key="method").set_value([])
     app.radio(key="group").set_value("method").run()
     grouped = app.dataframe[0].value
     assert len(grouped) == 6 and grouped["runs"].sum() == 12
+    numbers = grouped.select_dtypes("number")
+    assert (numbers.round(3) == numbers).all().all()  # rounded to 3 decimals
 
 
 def test_two_runs_compared_list_the_differing_keys_first(app: AppTest) -> None:
     render(app, "views/compare.py", a="gt_grpo__qwen2.5-3b__math", b="co_rewarding_2__qwen2.5-3b__math")
-    a, b = app.selectbox(key="a").value, app.selectbox(key="b").value
-    diff = app.dataframe[0].value
+    a, b = app.multiselect(key="runs").value
+    diff = app.dataframe[1].value
+    assert list(diff.columns) == ["key", a, b, "differs"]
     assert diff["differs"].iloc[0] and "method.name" in set(diff.loc[diff["differs"], "key"])
     assert not diff["differs"].iloc[-1]  # the keys that agree come after
-    assert app.subheader[0].value.startswith("Config: ") and a != b
+    assert app.subheader[0].value.startswith("Config: ") and a.startswith("gt_grpo__") and b.startswith("co_rew")
 
 
 def test_a_run_without_a_stored_config_is_named_not_diffed_as_a_blank_key() -> None:
@@ -105,5 +110,5 @@ def test_compare_names_a_run_ingested_before_configs_were_kept(
         con.execute("UPDATE runs SET config = NULL WHERE method = 'gt_grpo'")
     monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
     app = render(AppTest.from_file(APP, default_timeout=60), "views/compare.py", a=CELL, b="gt_grpo__qwen2.5-3b__math")
-    assert "No config stored for gt_grpo__qwen2.5-3b__math@" in app.warning[-1].value
-    assert "results ingest" in app.warning[-1].value and "" not in set(app.dataframe[0].value["key"])
+    assert "No config stored for gt\\_grpo\\_\\_qwen2\\.5\\-3b\\_\\_math@" in app.warning[-1].value
+    assert "results ingest" in app.warning[-1].value and "" not in set(app.dataframe[1].value["key"])
