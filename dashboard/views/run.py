@@ -74,6 +74,10 @@ def system_metrics(run_id: str, backend: str, labels: pd.DataFrame) -> None:
         st.altair_chart(curves_chart(shown, shown.head(0), labels, list(found), "step", 4), width="stretch")
     if absent:
         st.caption(f"Not recorded by this backend ({plain(backend)}): {', '.join(absent)}.{NOT_KEPT.get(backend, '')}")
+    hours = query("gpu_hours")
+    recorded = hours.loc[hours["run_id"] == run_id, "gpu_hours"].dropna()
+    if len(recorded):
+        st.caption(f"GPU-hours (run.json's ledger): {float(recorded.iloc[0]):.2f}.")
 
 
 NOT_KEPT = {

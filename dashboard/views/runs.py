@@ -25,6 +25,7 @@ NUMBER = {
     "reward_unit": st.column_config.TextColumn("reward unit", help="0/1: answer checks and votes; nats: logit rewards"),
     "collapse": st.column_config.TextColumn("collapse", help="collapse rules fired (default thresholds), first first"),
     "wall_hours": st.column_config.NumberColumn("train hours", format="%.2f", help="sum of step_seconds (wall time)"),
+    "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%.2f", help="run.json's GPU-hour ledger"),
 }
 
 
@@ -35,13 +36,14 @@ def matrix_members() -> dict[str, frozenset[str]]:
 
 
 def with_metrics(runs: pd.DataFrame) -> pd.DataFrame:
-    """``runs`` with last_val_acc, last_reward, reward_unit, collapse ("" for none), collapse_step and wall_hours."""
+    """``runs`` with last_val_acc, last_reward, reward_unit, collapse ("" for none), collapse_step, wall_hours and
+    gpu_hours (NULL where run.json keeps no GPU-hour ledger)."""
     out = runs.merge(query("run_metrics"), on="run_id", how="left").merge(
         query("collapse_flags"), on="run_id", how="left"
     )
     out["collapse"] = out["collapse"].fillna("")
     out["reward_unit"] = out["method"].map(reward_unit)
-    return out
+    return out.merge(query("gpu_hours"), on="run_id", how="left")
 
 
 def searched(runs: pd.DataFrame, text: str) -> pd.Series:
@@ -97,8 +99,9 @@ if GROUP_BY[group]:
     field = str(GROUP_BY[group])
     table(group_summary(shown, field), f"runs-by-{field}")
 rows = shown.assign(open="run?" + shown["run_id"].map(lambda r: urlencode({"run": r})))
+recorded = ["gpu_hours"] if rows["gpu_hours"].notna().any() else []  # older stores and runs keep no ledger
 picked = st.dataframe(
-    rows[COLUMNS],
+    rows[[*COLUMNS[:-1], *recorded, COLUMNS[-1]]],
     hide_index=True,
     on_select="rerun",
     selection_mode="multi-row",

@@ -5,11 +5,13 @@ Streamlit's AppTest (the browser checks are in test_browser_navigation.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from corewarding.results.store import writer
 from dashboard.common import plain, reward_unit
 from tests.support.apptest import render
 
@@ -123,3 +125,21 @@ def test_the_run_page_after_the_samples_page(app: AppTest) -> None:
     newest = app.selectbox(key="run").value
     app.run()  # released now: the default is written
     assert app.query_params["run"] == newest == app.selectbox(key="run").value
+
+
+def test_gpu_hours_are_shown_where_the_store_records_them(
+    synthetic_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "hours.duckdb"
+    shutil.copy(synthetic_store, db)
+    app = AppTest.from_file(APP, default_timeout=60)
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
+    assert "gpu_hours" not in set(render(app, "views/runs.py").dataframe[-1].value.columns)  # none recorded
+    with writer(db) as con:  # a store with run.json's GPU-hour ledger (added by ingest where the schema has it)
+        con.execute("ALTER TABLE runs ADD COLUMN IF NOT EXISTS gpu_hours DOUBLE")
+        con.execute("UPDATE runs SET gpu_hours = 1.25 WHERE cell_id = ?", [A])
+    rows = render(AppTest.from_file(APP, default_timeout=60), "views/runs.py").dataframe[-1].value
+    mine = rows["run_id"].str.startswith(A + "@")
+    assert rows.loc[mine, "gpu_hours"].tolist() == [1.25] and rows.loc[~mine, "gpu_hours"].isna().all()
+    run = render(AppTest.from_file(APP, default_timeout=60), "views/run.py", cell=A)
+    assert "GPU-hours (run.json's ledger): 1.25." in [c.value for c in run.caption]
