@@ -29,7 +29,7 @@ def _store_with_a_finished_run(db: Path, config_hash: str = "old12steps") -> Non
 
 def test_a_new_store_has_the_attempts_table_at_the_current_version(tmp_path: Path) -> None:
     with writer(tmp_path / "r.duckdb") as con:
-        assert schema.current_version(con) == schema.SCHEMA_VERSION == 5
+        assert schema.current_version(con) == schema.SCHEMA_VERSION >= 5
         assert [r[0] for r in con.execute("DESCRIBE cell_attempts").fetchall()] == [
             "attempt_id", "cell_id", "config_hash", "attempt", "status", "reason", "recorded_at",
         ]  # fmt: skip

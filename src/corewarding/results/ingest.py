@@ -145,6 +145,11 @@ def ingest_run(
     def body() -> None:
         columns, placeholders = ", ".join(runs.RUN_COLUMNS), ", ".join("?" * len(runs.RUN_COLUMNS))
         con.execute(f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({placeholders})", info.row())
+        con.execute("DELETE FROM run_phase_hours WHERE run_id = ?", [info.run_id])
+        phases = info.phase_rows()
+        if phases:
+            con.executemany("INSERT INTO run_phase_hours VALUES (?, ?, ?, ?, ?)", phases)
+            summary.add("run_phase_hours", len(phases))
         for kind, (name, table) in RUN_SOURCES.items():
             _replace_source(con, info.run_id, kind, run_dir / name, table, loaders[kind], summary)
 
@@ -152,7 +157,7 @@ def ingest_run(
     summary.runs += 1
 
 
-RUN_TABLES = (*(table for _, table in RUN_SOURCES.values()), "runs")
+RUN_TABLES = (*(table for _, table in RUN_SOURCES.values()), "run_phase_hours", "runs")
 
 RELEASED_COLUMNS = (
     "run_id", "cell_id", "method", "base_model", "dataset", "hub_repo_id", "revision", "status", "error",

@@ -58,6 +58,11 @@ RUN_COLUMNS = (
     "published_step",
     "published_commit",
     "config",
+    "device_type",
+    "devices",
+    "wall_seconds",
+    "device_hours",
+    "gpu_hours",
 )  # the order of RunInfo.row()
 
 
@@ -88,6 +93,7 @@ class RunInfo:
     published_commit: str | None = None
     config: dict[str, Any] = field(default_factory=dict)  # the run's config.yaml
     from_record: bool = False  # the start time comes from run.json (not a file time)
+    compute: dict[str, Any] = field(default_factory=dict)  # run.json's GPU-hour ledger ({} for older runs)
 
     @property
     def identity(self) -> tuple[str, str, str] | None:
@@ -124,7 +130,22 @@ class RunInfo:
             self.published_step,
             self.published_commit,
             json.dumps(self.config, sort_keys=True, default=str),
+            self.compute.get("device_type"),
+            self.compute.get("devices"),
+            self.compute.get("wall_seconds"),
+            self.compute.get("device_hours"),
+            self.compute.get("gpu_hours"),
         ]
+
+    def phase_rows(self) -> list[tuple[str, str, float, float, float]]:
+        """``run_phase_hours`` rows: (run_id, phase, seconds, device-hours, GPU-hours) of each verl phase."""
+        gpu = bool(self.compute.get("gpus"))
+        rows = []
+        for phase, figures in sorted((self.compute.get("phases") or {}).items()):
+            device_hours = float(figures.get("device_hours") or 0.0)
+            rows.append((self.run_id, str(phase), float(figures.get("seconds") or 0.0), device_hours,
+                         device_hours if gpu else 0.0))  # fmt: skip
+        return rows
 
 
 def is_run_dir(path: Path) -> bool:
@@ -269,7 +290,31 @@ def read_run_info(run_dir: Path) -> RunInfo:
         published_commit=commit,
         config=cfg,
         from_record=bool(record.get("started_at")),
+        compute=_compute(record, run_dir / RUN_RECORD),
     )
+
+
+LEDGER_NUMBERS = ("devices", "gpus", "wall_seconds", "device_hours", "gpu_hours")
+
+
+def _compute(record: dict[str, Any], source: Path) -> dict[str, Any]:
+    """run.json's ``compute`` ledger, its figures checked (a wrong type is an error naming the key)."""
+    compute = record.get("compute")
+    if compute is None:
+        return {}
+    if not isinstance(compute, dict):
+        raise RunFolderError(f"{source}: compute is not a JSON object")
+    for key in LEDGER_NUMBERS:
+        value = compute.get(key)
+        if value is not None and _number(value, str(source), f"compute.{key}") is not None and float(value) < 0:
+            raise RunFolderError(f"{source}: compute.{key}={value!r} is negative")
+    phases = compute.get("phases") or {}
+    if not isinstance(phases, dict) or not all(isinstance(v, dict) for v in phases.values()):
+        raise RunFolderError(f"{source}: compute.phases is not an object of objects")
+    for phase, figures in phases.items():
+        for key in ("seconds", "device_hours"):
+            _number(figures.get(key), str(source), f"compute.phases.{phase}.{key}")
+    return compute
 
 
 def _number(value: Any, where: str, key: str) -> float | None:

@@ -93,8 +93,23 @@ _V5 = [
         status VARCHAR NOT NULL, reason VARCHAR, recorded_at TIMESTAMP NOT NULL)""",
 ]
 
+# v6: the GPU-hour ledger. Each run's devices (type, count) and what it held them for (run.json ``compute``: wall
+# seconds over its launches, device-hours, GPU-hours: only CUDA devices count as GPUs), and verl's phases in
+# ``run_phase_hours``. NULL for a run whose run.json has no ledger (trained before it existed); the next ingest rewrites
+# every run's row, so the columns fill in without forgetting any source.
+_V6 = [
+    "ALTER TABLE runs ADD COLUMN device_type VARCHAR",
+    "ALTER TABLE runs ADD COLUMN devices INTEGER",
+    "ALTER TABLE runs ADD COLUMN wall_seconds DOUBLE",
+    "ALTER TABLE runs ADD COLUMN device_hours DOUBLE",
+    "ALTER TABLE runs ADD COLUMN gpu_hours DOUBLE",
+    """CREATE TABLE run_phase_hours (
+        run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, seconds DOUBLE, device_hours DOUBLE, gpu_hours DOUBLE,
+        PRIMARY KEY (run_id, phase))""",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -3,6 +3,10 @@
 Written atomically at start (status ``running``), at the end (``finished``), on Ctrl-C (``interrupted``: stopped on
 purpose, resumable) and on any other exception (``failed``, with the error). A resumed run keeps its first start
 time and adds the resume time to ``resumed_at``.
+
+``compute`` is the run's GPU-hour ledger (``gpu_hours.py``): the devices it holds, one session per launch (start,
+end, wall seconds, how it ended), their totals in device-hours and GPU-hours, and verl's phases. A resume of the same
+configuration keeps the earlier sessions; a session cut off without ``record_end`` (the machine died) is not counted.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 import logging
 import os
 import subprocess
+import time
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +26,7 @@ from omegaconf import DictConfig
 from corewarding import CHECKOUT
 from corewarding.files import file_sha256
 from corewarding.run_folder import RUN_RECORD
+from corewarding.training.gpu_hours import Devices, devices_of, ledger, phase_seconds
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,9 @@ def record_start(run_dir: Path, cfg: DictConfig, config_hash: str, cell_id: str)
     now = utc_now()
     previous = read_record(run_dir)
     resumed = previous is not None and previous.get("config_hash") == config_hash
+    devices = devices_of(cfg)
+    sessions = list(((previous or {}).get("compute") or {}).get("sessions") or []) if resumed else []
+    compute = {**ledger(sessions, devices, {}), "session_started": time.time(), "session_started_at": now}
     record = {
         "cell_id": cell_id,
         "backend": str(cfg.backend),
@@ -90,15 +99,38 @@ def record_start(run_dir: Path, cfg: DictConfig, config_hash: str, cell_id: str)
         "config_hash": config_hash,
         "data_files": data_files(cfg),
         "error": None,
+        "compute": compute,
     }
     _write(run_dir, record)
     return record
 
 
 def record_end(run_dir: Path, status: str, error: BaseException | None = None) -> None:
-    """Mark the run ``finished``, ``interrupted`` or ``failed`` (with the error's type and message)."""
+    """Mark the run ``finished``, ``interrupted`` or ``failed`` (with the error's type and message), and close its
+    session in the GPU-hour ledger."""
     record = read_record(run_dir) or {}
+    now = utc_now()
     record.update(
-        status=status, ended_at=utc_now(), error=None if error is None else f"{type(error).__name__}: {error}"[:2000]
+        status=status, ended_at=now, error=None if error is None else f"{type(error).__name__}: {error}"[:2000]
     )
+    compute = record.get("compute")
+    if isinstance(compute, dict):
+        record["compute"] = close_session(run_dir, compute, status, now)
     _write(run_dir, record)
+
+
+def close_session(run_dir: Path, compute: dict[str, Any], status: str, now: str) -> dict[str, Any]:
+    """The ledger with the open session (started by ``record_start``) closed at ``now`` and the totals redone."""
+    sessions = list(compute.get("sessions") or [])
+    started = compute.get("session_started")
+    if isinstance(started, int | float):
+        sessions.append(
+            {
+                "started_at": compute.get("session_started_at"),
+                "ended_at": now,
+                "seconds": round(max(0.0, time.time() - float(started)), 3),
+                "status": status,
+            }
+        )
+    devices = Devices(str(compute.get("device_type") or "cpu"), int(compute.get("devices") or 1))
+    return ledger(sessions, devices, phase_seconds(run_dir))
