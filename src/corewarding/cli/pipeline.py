@@ -75,7 +75,22 @@ def _preflight(args: argparse.Namespace) -> Any:
     return settings
 
 
+def _dry_run(args: argparse.Namespace) -> int:
+    """``pipeline run --dry-run``: what the selected cells need and cost; nothing is started or written."""
+    from corewarding.pipeline.dry_run import as_json, dry_run, format_dry_run  # duckdb: imported when used
+    from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
+
+    settings = load_settings(args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides)
+    run = dry_run(plan_cells(settings.selection, settings.overrides), settings.results_db)
+    print(format_dry_run(run))
+    if args.json:
+        print(json.dumps(as_json(run)))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _dry_run(args)
     try:
         with interruptible():  # from the start: a signal during the preflight also ends in one line and 130/143
             settings = _preflight(args)
@@ -227,6 +242,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--push", action="store_true", help="upload to the Hub (token: HF_TOKEN or the HF cache)")
     run.add_argument("--force-evaluate", action="store_true", help="call the evaluation even for evaluated steps")
     run.add_argument("--json", action="store_true", help="also print the report as one JSON line")
+    run.add_argument(
+        "--dry-run", action="store_true",
+        help="print what the cells need and cost (GPUs, GPU-hours, memory, disk, missing data, gated models); "
+        "starts and writes nothing",
+    )  # fmt: skip
     run.add_argument(
         "--work-pool", default=None,
         help="run each cell as a flow run on this Prefect work pool (corewarding deploy --work-pool registers it; "
