@@ -79,8 +79,19 @@ if len(measured):
             href="run_url:N",  # a click opens the run behind the point
             x=alt.X("paper:Q", title="paper (%)"),
             y=alt.Y("measured:Q", title="measured (%)"),
-            color=alt.Color("method:N", scale=method_scale(sorted(measured["method"].unique()))),
-            shape=alt.Shape("flag:N", title="suspect"),
+            # legend swatches large and opaque, the shapes' mid grey, visible on the light and the dark theme
+            color=alt.Color(
+                "method:N",
+                scale=method_scale(sorted(measured["method"].unique())),
+                legend=alt.Legend(symbolSize=150, symbolOpacity=1, labelLimit=0),
+            ),
+            shape=alt.Shape(
+                "flag:N",
+                title="suspect",
+                legend=alt.Legend(
+                    symbolSize=150, symbolOpacity=1, symbolFillColor="#999999", symbolStrokeColor="#999999"
+                ),
+            ),
             tooltip=[
                 "model",
                 "train_set",
