@@ -149,8 +149,13 @@ def with_panels(
     return out, [p for p in order if p in set(out["panel"])]
 
 
-def _width(columns: int) -> int:
-    return max(140, FACET_WIDTH // max(1, columns) - 60)
+def panel_width(columns: int, panels: int) -> int:
+    """Each panel's width: a row of ``columns`` panels (fewer when fewer are drawn) fills the page's width.
+
+    >>> panel_width(4, 2) == panel_width(2, 2) > panel_width(4, 8)
+    True
+    """
+    return max(140, FACET_WIDTH // max(1, min(columns, panels)) - 60)
 
 
 def curves_chart(
@@ -211,7 +216,7 @@ def curves_chart(
         .encode(y=smoothed, tooltip=["label:N", "rule:N", "step:Q", "detail:N"])
     )
     layers = alt.layer(raw.add_params(y.zoom()), line, hover, rule, diamond).properties(
-        width=_width(columns), height=230
+        width=panel_width(columns, len(order)), height=230
     )
     facet = alt.Facet("panel:N", sort=order, title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
@@ -283,7 +288,8 @@ def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4, y: Y
         .mark_text(align="left", baseline="top", fontSize=12, fontWeight="bold", dx=4, dy=4)
         .encode(x=alt.value(0), y=alt.value(0), text="note:N", color=alt.value("#888888"))
     )
-    layers = alt.layer(band, line, note).add_params(y.zoom()).properties(width=_width(columns), height=200)
+    width = panel_width(columns, data["facet"].nunique())
+    layers = alt.layer(band, line, note).add_params(y.zoom()).properties(width=width, height=200)
     facet = alt.Facet("facet:N", title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
 
@@ -360,6 +366,10 @@ def grouped_chart(
             tooltip=["group:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), "low:Q", "high:Q", "runs:Q"],
         )
     )
-    layers = alt.layer(single, area, mean).add_params(y.zoom()).properties(width=_width(columns), height=230)
+    layers = (
+        alt.layer(single, area, mean)
+        .add_params(y.zoom())
+        .properties(width=panel_width(columns, len(order)), height=230)
+    )
     facet = alt.Facet("panel:N", sort=order, title=None, header=alt.Header(labelFontSize=13))
     return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
