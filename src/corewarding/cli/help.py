@@ -30,15 +30,19 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "matrix": ("corewarding matrix list --matrix paper",),
     "rewards": ("corewarding rewards score --method majority_voting --input rollouts.jsonl --output rewarded.jsonl",),
-    "evaluate": ("corewarding evaluate --run runs/demo/gt_grpo__tiny__tiny --benchmarks math500 benchmark.limit=20",),
+    "evaluate": ("corewarding evaluate --run runs/gt_grpo__tiny__tiny --benchmarks math500 benchmark.limit=20",),
     "audit": (
         "corewarding audit --matrix paper_v3 --dry-run",
         "corewarding audit --matrix paper_v3 --cell gt_grpo__qwen3-4b-base__math --benchmarks math500",
     ),
-    "results": ("corewarding results ingest --runs runs/demo", "corewarding results synthetic --out /tmp/preview"),
+    "results": (
+        "corewarding results ingest --runs runs",
+        "corewarding results synthetic --out /tmp/preview",
+        "corewarding results forget-synthetic",
+    ),
     "report": ("corewarding report --matrix paper --out report.html",),
     "dashboard": ("corewarding dashboard --port 8501",),
-    "publish": ("corewarding publish runs/demo/gt_grpo__tiny__tiny --out /tmp/publish",),
+    "publish": ("corewarding publish runs/gt_grpo__tiny__tiny --out /tmp/publish",),
     "publish-data": ("corewarding publish-data math --out /tmp/publish-data",),
     "pipeline": (
         "corewarding pipeline run --matrix demo",

@@ -40,6 +40,14 @@ def _ingest(args: argparse.Namespace) -> int:
     named = bool(args.runs or args.run_dir or args.data_dir)  # with no source named: runs/ and data/ when they exist
     roots = [Path(p) for p in args.runs or ([] if named else [p for p in [Path("runs")] if p.is_dir()])]
     data = [Path(p) for p in args.data_dir or ([] if named else [p for p in [Path("data")] if p.is_dir()])]
+    if args.db is None:  # the real store: a preview's synthetic runs go to their own (results synthetic)
+        from corewarding.results.preview import synthetic_runs  # duckdb: imported when used
+
+        found = synthetic_runs(roots, [Path(p) for p in args.run_dir])
+        if found:
+            return _fail(f"{found[0]} is a synthetic run ({len(found)} in all): synthetic runs are not ingested "
+                         "into the real store; `results synthetic --out DIR` makes their own, DIR/results.duckdb "
+                         "(or name a store with --db)")  # fmt: skip
     try:
         summary = ingest(_db(args), roots, [Path(p) for p in args.run_dir], data, timeout=args.lock_timeout)
     except (*errors, StoreFullError) as exc:
@@ -66,11 +74,26 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _synthetic(args: argparse.Namespace) -> int:
+    from corewarding.results.preview import ingest_preview  # duckdb: imported when used
     from corewarding.results.synthetic import SyntheticSpec, write_result_set  # pandas: imported when used
 
     spec = SyntheticSpec(steps=args.steps, samples_per_benchmark=args.samples)
     runs, data = write_result_set(Path(args.out), load_matrix(args.matrix).cells, spec)
-    print(json.dumps({"runs": str(runs), "data": str(data)}))
+    db = ingest_preview(Path(args.out))
+    print(json.dumps({"runs": str(runs), "data": str(data), "db": str(db)}))
+    report = Path(args.out) / "report.html"
+    print(f"open the preview (its own store; the real one is untouched):\n  .venv/bin/corewarding dashboard --db {db}"
+          f"\n  .venv/bin/corewarding report --db {db} --out {report}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def _forget_synthetic(args: argparse.Namespace) -> int:
+    from corewarding.results.preview import forget_synthetic  # duckdb: imported when used
+
+    db = _db(args)
+    if not db.is_file():
+        return _fail(f"{db}: no such store")
+    print(json.dumps({"db": str(db), **forget_synthetic(db)}))
     return 0
 
 
@@ -159,12 +182,21 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     info = results.add_parser("info", help="schema version and row counts of the store")
     info.add_argument("--db", default=None, help=DB_HELP)
     info.set_defaults(func=_info)
-    synthetic = results.add_parser("synthetic", help="write synthetic run folders and reports (a dashboard preview)")
-    synthetic.add_argument("--out", required=True, help="writes OUT/runs/<cell_id>/ and OUT/data/<dataset>/")
+    synthetic = results.add_parser(
+        "synthetic", help="a full-matrix preview without training: synthetic runs in a store of their own"
+    )
+    synthetic.add_argument(
+        "--out",
+        required=True,
+        help="writes OUT/runs/<cell_id>/, OUT/data/<dataset>/ and their store OUT/results.duckdb",
+    )
     synthetic.add_argument("--matrix", default="paper")
     synthetic.add_argument("--steps", type=int, default=120)
     synthetic.add_argument("--samples", type=int, default=400, help="evaluation samples per run and benchmark")
     synthetic.set_defaults(func=_synthetic)
+    forget = results.add_parser("forget-synthetic", help="remove synthetic runs (a preview's) from a store")
+    forget.add_argument("--db", default=None, help=DB_HELP)
+    forget.set_defaults(func=_forget_synthetic)
 
     report = sub.add_parser("report", help="write a self-contained HTML report of paper vs reproduced numbers")
     report.add_argument(
