@@ -27,6 +27,8 @@ def _resolve_run_dir(run: str, runs_dir: str) -> Path:
     path = Path(run)
     if path.is_dir():
         return path
+    if "/" in run:  # a path, not a cell id: never joined under runs_dir (that gave runs/runs/...)
+        raise FileNotFoundError(f"--run {run}: no such run folder (`make demo` writes runs/<cell_id>)")
     try:
         return run_dir(parse_cell_id(run), runs_dir)
     except ValueError as exc:

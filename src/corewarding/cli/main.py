@@ -18,6 +18,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from corewarding import methods
 from corewarding.cli import data as data_cli
 from corewarding.cli import help as cli_help
 from corewarding.cli import verl as verl_cli
@@ -157,7 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     rewards = sub.add_parser("rewards", help="reward methods").add_subparsers(dest="action", required=True)
     score = rewards.add_parser("score", help="rescore rollout dumps (JSON lines) with a text-based method")
     score.add_argument(
-        "--method", required=True, help="gt_grpo, majority_voting, co_rewarding_1, co_rewarding_2, co_rewarding_3"
+        "--method",
+        required=True,
+        help="a method that rewards from text: "
+        + ", ".join(n for n in methods.names() if methods.get(n).kind == "text"),
     )
     score.add_argument(
         "--input",
@@ -197,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     data_cli.add_subcommands(sub)
 
-    demo = sub.add_parser("demo", help="train all six methods on the tiny model and data on CPU")
+    demo = sub.add_parser("demo", help="train all seven methods on the tiny model and data on CPU")
     demo.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. schedule.total_steps=2")
     demo.add_argument("--matrix", default="demo")
     demo.add_argument("--runs-dir", default="runs/demo", help="apart from runs/ so single-cell runs never collide")
