@@ -109,19 +109,28 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
     assert measured["gpu_hours"] == pytest.approx(steps * mean * 4 / 3600)
     assert measured["recorded_gpu_hours"] == pytest.approx(4 * sum(STEP_SECONDS) / 3600, abs=1e-3)  # the ledger
 
-    # Co-rewarding-II samples twice per step (policy and teacher): the 8B measurement scaled by the assumed work ratio
-    cost = compose_config([], config_name="cost").assumed
-    ratio = (2 * cost.rollout_gpu_s_per_b + cost.update_gpu_s_per_b) / (
-        cost.rollout_gpu_s_per_b + cost.update_gpu_s_per_b
-    )
+    # by hand, the assumption: generation at configs/audit.yaml's rate (tokens/s per GPU = 16000 / params in B, half
+    # the response budget per response), scoring and training at configs/cost.yaml's GPU-seconds per B per 1024
+    audit = compose_config([], config_name="audit").assumed
+    update = compose_config([], config_name="cost").assumed.update_gpu_s_per_b
+
+    def gpu_s(params_b: float, generations: int) -> float:
+        generate = 1024 * audit.response_fraction * 3072 * params_b / audit.tokens_per_s_times_params_b
+        return generations * generate + update * params_b
+
+    # Co-rewarding-II samples twice per step (policy and teacher): the 8B measurement scaled by the two works' ratio
     scaled = cells[SAME_MODEL]
-    assert scaled["measured"] and scaled["step_seconds"] == pytest.approx(mean * float(ratio))
+    assert scaled["measured"] and scaled["step_seconds"] == pytest.approx(mean * gpu_s(8.19, 2) / gpu_s(8.19, 1))
     assert scaled["step_source"] == "measured: 3 steps of qwen3-8b-base (gt_grpo/math), scaled to this cell's work"
 
     other = cells[OTHER]
-    assert not other["measured"] and other["step_source"].startswith("assumed, not measured (configs/cost.yaml")
-    assumed_s = 4.02 * (cost.rollout_gpu_s_per_b + cost.update_gpu_s_per_b) / 4  # params_b x GPU-s per B / GPUs
-    assert other["step_seconds"] == pytest.approx(float(assumed_s))
+    assert not other["measured"] and other["step_source"].startswith("assumed: ")
+    assert other["step_source"].endswith("(configs/audit.yaml's generation rate, configs/cost.yaml; docs/gpu-plan.md)")
+    assert other["step_seconds"] == pytest.approx(gpu_s(4.02, 1) / 4)
+    # plus 2 validations (before training, and at step 6 of 6) of the 40 prepared problems, greedy
+    validation = 40 * audit.response_fraction * 3072 * 4.02 / audit.tokens_per_s_times_params_b
+    assert other["gpu_hours"] == pytest.approx((steps * gpu_s(4.02, 1) + 2 * validation) / 3600)
+    assert "configs/audit.yaml" in other["rates"] and "assumed, not measured" in other["rates"]
     assert report["total"]["measured_cells"] == 2 and report["total"]["cells"] == 3
     assert report["total"]["gpu_hours"] == pytest.approx(sum(c["gpu_hours"] for c in cells.values()), abs=0.05)
 
@@ -131,7 +140,7 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
         (plan.gpu_gb, plan.host_gb, plan.disk_gb)
     )
     text = done.stdout
-    assert "assumed, not measured (configs/cost.yaml; docs/gpu-plan.md)" in text
+    assert "generation 3,980 tokens/s per GPU: assumed, not measured (configs/audit.yaml" in text  # 16000 / 4.02
     assert f"1 run(s) with measured step times in {workspace['db']}" in text
     # nothing written: the store and the data are byte for byte what they were, and so are the configs
     assert _tree(workspace["root"]) == store_before and _tree(ROOT / "configs") == checkout_before

@@ -11,7 +11,7 @@ by the work of a step), else assumed (``configs/cost.yaml``, ``docs/gpu-plan.md`
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,17 +19,26 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import compose_config
-from corewarding.pipeline.audit_plan import rows_in
+from corewarding.pipeline import audit_plan
 from corewarding.pipeline.cells import CellPlan, data_files, paired_stages
 from corewarding.pipeline.dry_run_inputs import Measured, measured_runs, stage_command, token_found
+from corewarding.pipeline.training_cost import (
+    ASSUMED,
+    Rates,
+    assumed_rates,
+    measured_step,
+    step_work,
+    training_steps,
+    validation_rows,
+    validations,
+)
 from corewarding.training.common import cell_of
 from corewarding.training.gpu_hours import devices_of
-from corewarding.training.verl.plan import model_shape, plan_cell
+from corewarding.training.verl.plan import plan_cell
+
+GENERATION_AND_COST = "configs/audit.yaml's generation rate, configs/cost.yaml; docs/gpu-plan.md"
 
 log = logging.getLogger(__name__)
-
-COST_CONFIG = "configs/cost.yaml"
-ASSUMED = f"assumed, not measured ({COST_CONFIG}; docs/gpu-plan.md)"
 
 
 @dataclass
@@ -55,6 +64,7 @@ class CellCost:
     recorded_gpu_hours: float | None = None  # what the store's ledger already holds for this cell
     missing: list[str] = field(default_factory=list)
     gated: str | None = None  # the Hub id of a gated base model
+    rates: str | None = None  # where an assumed step's generation rate came from
 
 
 @dataclass(frozen=True)
@@ -75,114 +85,30 @@ class DryRun:
     store: str  # where the step times came from, or why none
 
 
-def _get(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    node: Any = tree
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return default
-        node = node[key]
-    return node
-
-
-def passes(config: Mapping[str, Any]) -> tuple[int, int]:
-    """(generation passes, trained passes) per step: two views double both; a teacher that samples doubles the
-    generation (Co-rewarding-II: policy + teacher; Co-rewarding-III: both, on both views).
-
-    >>> passes({"method": {"views": ["original", "rephrased"], "teacher": {"dtype": "float32"}}})
-    (4, 2)
-    """
-    views = 2 if "rephrased" in (_get(config, "method.views") or []) else 1
-    return views * (2 if _get(config, "method.teacher") else 1), views
-
-
-def _token_scale(config: Mapping[str, Any], assumed: DictConfig) -> float:
-    tokens = int(_get(config, "grpo.max_prompt_length", 512)) + int(_get(config, "grpo.max_response_length", 3072))
-    return tokens / float(assumed.reference_tokens)
-
-
-def work_per_step(config: Mapping[str, Any], assumed: DictConfig) -> float:
-    """GPU-seconds per billion parameters of one step under the assumption (also the ratio measured steps scale by)."""
-    generated, trained = passes(config)
-    responses = int(_get(config, "grpo.train_batch_size", 128)) * int(_get(config, "grpo.n", 8))
-    per_pass = responses / float(assumed.reference_responses) * _token_scale(config, assumed)
-    return (float(assumed.rollout_gpu_s_per_b) * generated + float(assumed.update_gpu_s_per_b) * trained) * per_pass
-
-
-def validations(cfg: DictConfig, steps: int) -> int:
-    """How often a run validates: every test_freq steps, at the last step, and before training when asked."""
-    freq = int(cfg.schedule.test_freq)
-    return steps // freq + (1 if steps % freq else 0) + (1 if cfg.schedule.val_before_train else 0)
-
-
-def _rows(path: str, fallback: Any, what: str) -> tuple[int, str]:
-    file = Path(path)
-    if file.is_file():
-        return rows_in(file), f"{what}: {file}"
-    if fallback is None:
-        raise KeyError(f"{COST_CONFIG}: no row count for {what} and {file} is not prepared here")
-    return int(fallback), f"{what}: assumed {int(fallback)} rows ({COST_CONFIG}; {file} is not here)"
-
-
-def training_steps(plan: CellPlan, cost: DictConfig) -> tuple[int, str]:
-    """``schedule.total_steps``, else floor(rows / batch) x epochs (rows from the file, else configs/cost.yaml)."""
-    cfg = plan.cfg
-    if cfg.schedule.total_steps:
-        return int(cfg.schedule.total_steps), "schedule.total_steps"
-    paired = data_files(plan)["paired_data"] != data_files(plan)["data"]
-    table = cost.paired_rows if paired else cost.rows
-    rows, source = _rows(data_files(plan)["data"], table.get(str(cfg.dataset.name)), "training rows")
-    steps = rows // int(cfg.grpo.train_batch_size) * int(cfg.schedule.epochs)
-    return steps, f"{rows} // {cfg.grpo.train_batch_size} x {cfg.schedule.epochs} epochs ({source})"
-
-
-def _val_rows(cfg: DictConfig, audit: DictConfig) -> int:
-    path = Path(str(cfg.dataset.val_files))
-    rows = rows_in(path) if path.is_file() else int(audit.problems.get(path.parent.name) or 0)
-    cap = cfg.schedule.val_max_samples
-    return min(rows, int(cap)) if cap else rows
-
-
-def _measured_step(config: dict[str, Any], cell: tuple[str, str, str], backend: str, device_type: str,
-                   found: Sequence[Measured], assumed: DictConfig) -> tuple[float, str] | None:  # fmt: skip
-    """Device-seconds per step from the store: this cell's runs, else the same base model's (scaled by work)."""
-    mine = work_per_step(config, assumed)
-    usable = [m for m in found if m.backend == backend and m.device_type == device_type and m.base_model == cell[1]]
-    same = [m for m in usable if (m.method, m.base_model, m.dataset) == cell]
-    pool, what = (same, "this cell") if same else (usable, f"{cell[1]} ({{}}), scaled to this cell's work")
-    if not pool:
-        return None
-    steps = sum(m.steps for m in pool)
-    seconds = sum(m.steps * m.step_seconds * m.devices * mine / work_per_step(m.config, assumed) for m in pool) / steps
-    if not same:
-        what = what.format(", ".join(sorted({f"{m.method}/{m.dataset}" for m in pool})))
-    elif any(abs(work_per_step(m.config, assumed) - mine) > 1e-9 * mine for m in pool):
-        what += ", scaled to this cell's work"
-    return seconds, f"measured: {steps} steps of {what}"
-
-
-def cell_cost(plan: CellPlan, cost: DictConfig, audit: DictConfig, found: Sequence[Measured]) -> CellCost:
+def cell_cost(
+    plan: CellPlan, cost: DictConfig, audit: DictConfig, found: Sequence[Measured], seen: dict[str, dict[str, float]]
+) -> CellCost:
     """One cell's GPUs, steps, step time, GPU-hours and memory plan (its data and token checks are added later)."""
     cfg = plan.cfg
     backend, devices = str(cfg.backend), devices_of(cfg)
-    assumed = cost.assumed
     steps, steps_source = training_steps(plan, cost)
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
+    verl = backend == "verl"
+    rates = assumed_rates(cfg, cost, audit, seen) if verl else Rates(1.0, 1.0, "tokens")  # local: scale by tokens
     c = cell_of(cfg)
-    measured = _measured_step(config, (c.method, c.base_model, c.dataset), backend, devices.device_type, found, assumed)
+    measured = measured_step(config, (c.method, c.base_model, c.dataset), backend, devices.device_type, found, rates)
     if measured is not None:
         device_s, source = measured
-        total_device_s = steps * device_s
-    elif backend == "verl":
-        params_b = model_shape(cfg).params / 1e9
-        device_s = params_b * work_per_step(config, assumed)
-        val_s = params_b * float(assumed.rollout_gpu_s_per_b) * _val_rows(cfg, audit) / float(
-            assumed.reference_responses
-        ) * _token_scale(config, assumed)  # fmt: skip
-        total_device_s = steps * device_s + validations(cfg, steps) * val_s
-        source = f"{ASSUMED}: {device_s / devices.count:.0f} s/step + {validations(cfg, steps)} validations"
+        total_device_s = steps * device_s  # verl's step time includes its validations; the local one's are small
+    elif verl:
+        device_s = step_work(config, rates)
+        runs = validations(cfg, steps)
+        val_s = validation_rows(cfg, audit) * rates.rollout_s_per_token * int(cfg.grpo.max_response_length)
+        total_device_s = steps * device_s + runs * val_s
+        source = f"assumed: {device_s / devices.count:.0f} s/step + {runs} validations ({GENERATION_AND_COST})"
     else:
-        device_s = float(assumed.local_s_per_step)
+        device_s = float(cost.assumed.local_s_per_step)
         total_device_s = steps * device_s
         source = f"{ASSUMED}: {device_s:g} s/step on one {devices.device_type}"
     device_hours = total_device_s / 3600
@@ -190,7 +116,8 @@ def cell_cost(plan: CellPlan, cost: DictConfig, audit: DictConfig, found: Sequen
         plan.cell_id, backend, devices.device_type, devices.count, devices.gpus, steps, steps_source,
         device_s / devices.count, source, measured is not None, device_hours, device_hours if devices.gpus else 0.0,
     )  # fmt: skip
-    if backend == "verl":
+    out.rates = rates.source if verl and measured is None else None
+    if verl:
         memory = plan_cell(cfg)  # no machine: the limits are the config's (a laptop plans for the cluster)
         out.gpu_gb, out.host_gb, out.disk_gb, out.fits = memory.gpu_gb, memory.host_gb, memory.disk_gb, memory.fits
     return out
@@ -239,7 +166,8 @@ def dry_run(plans: Sequence[CellPlan], results_db: Path) -> DryRun:
     cost = compose_config([], config_name="cost")
     audit = compose_config([], config_name="audit")
     found, store, recorded = measured_runs(results_db, [p.cell_id for p in plans])
-    costs = [cell_cost(plan, cost, audit, found) for plan in plans]
+    seen = audit_plan.measured(Path(str(plans[0].cfg.paths.runs_dir)), "vllm")  # earlier audits: tokens/s per model
+    costs = [cell_cost(plan, cost, audit, found, seen) for plan in plans]
     missing = missing_files(plans, costs)
     gated: dict[str, int] = {}
     for plan, c in zip(plans, costs, strict=True):
@@ -272,14 +200,16 @@ def totals(run: DryRun) -> dict[str, Any]:
     }
 
 
-def by_base_model(run: DryRun) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
+def by_base_model(run: DryRun) -> dict[str, dict[str, Any]]:
+    """Cells, GPU-hours and device-hours per base model, with the generation rate its assumed steps used."""
+    out: dict[str, dict[str, Any]] = {}
     for c in run.cells:
         model = c.cell_id.split("__")[1]
-        row = out.setdefault(model, {"cells": 0, "gpu_hours": 0.0, "device_hours": 0.0})
+        row = out.setdefault(model, {"cells": 0, "gpu_hours": 0.0, "device_hours": 0.0, "rates": None})
         row["cells"] += 1
         row["gpu_hours"] += c.gpu_hours
         row["device_hours"] += c.device_hours
+        row["rates"] = row["rates"] or c.rates
     return out
 
 
@@ -319,7 +249,8 @@ def format_dry_run(run: DryRun) -> str:
         hours = (
             f"{row['gpu_hours']:>9,.1f} GPU-hours" if row["gpu_hours"] else f"{row['device_hours']:>9,.2f} CPU-hours"
         )
-        lines.append(f"  {model:<24} {int(row['cells']):>3} cells {hours}")
+        rates = f"  ({row['rates']})" if row["rates"] else ""
+        lines.append(f"  {model:<24} {int(row['cells']):>3} cells {hours}{rates}")
     lines.append(f"step times: {run.store}")
     lines += _missing_lines(run) + _gated_lines(run)
     return "\n".join(lines)

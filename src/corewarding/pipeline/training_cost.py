@@ -1,0 +1,139 @@
+"""What training a cell costs in device time: its steps, and its seconds per step, measured or assumed.
+
+GPU-seconds of one step = responses x (generation passes x GPU-seconds to generate a response + trained passes x
+GPU-seconds to score and train on one). Generation uses the audit dry run's throughput (``audit_plan.throughput_of``:
+tokens per second per GPU and tokens per response, measured by earlier audits of the base model, else
+``configs/audit.yaml``'s assumption); scoring and training use ``configs/cost.yaml``'s assumption. A step time that the
+results store measured (``ledger.step_times``) replaces both: this cell's, else the same base model's scaled by the
+ratio of the two cells' work per step. Each figure says where it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from corewarding.pipeline.audit_plan import rows_in, throughput_of
+from corewarding.pipeline.cells import CellPlan, data_files
+from corewarding.pipeline.dry_run_inputs import Measured
+from corewarding.training.verl.plan import model_shape
+
+COST_CONFIG = "configs/cost.yaml"
+ASSUMED = f"assumed, not measured ({COST_CONFIG}; docs/gpu-plan.md)"
+
+
+def _get(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
+    node: Any = tree
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+def passes(config: Mapping[str, Any]) -> tuple[int, int]:
+    """(generation passes, trained passes) per step: two views double both; a teacher that samples doubles the
+    generation (Co-rewarding-II: policy and teacher; Co-rewarding-III: both, on both views).
+
+    >>> passes({"method": {"views": ["original", "rephrased"], "teacher": {"dtype": "float32"}}})
+    (4, 2)
+    >>> passes({"method": {"views": ["original"], "teacher": None}})
+    (1, 1)
+    """
+    views = 2 if "rephrased" in (_get(config, "method.views") or []) else 1
+    return views * (2 if _get(config, "method.teacher") else 1), views
+
+
+@dataclass(frozen=True)
+class Rates:
+    """GPU-seconds per token of a response's budget (generation) and of prompt + response (scoring and training)."""
+
+    rollout_s_per_token: float
+    update_s_per_token: float
+    source: str
+
+
+def _lengths(config: Mapping[str, Any]) -> tuple[int, int]:
+    response = int(_get(config, "grpo.max_response_length", 3072))
+    return response, int(_get(config, "grpo.max_prompt_length", 512)) + response
+
+
+def step_work(config: Mapping[str, Any], rates: Rates) -> float:
+    """GPU-seconds of one training step of ``config`` (also the ratio a measured step time is scaled by)."""
+    generated, trained = passes(config)
+    responses = int(_get(config, "grpo.train_batch_size", 128)) * int(_get(config, "grpo.n", 8))
+    response, total = _lengths(config)
+    return responses * (
+        generated * rates.rollout_s_per_token * response + trained * rates.update_s_per_token * total
+    )  # fmt: skip
+
+
+def assumed_rates(cfg: DictConfig, cost: DictConfig, audit: DictConfig, seen: dict[str, dict[str, float]]) -> Rates:
+    """The rates of ``cfg``'s base model: generation from the audit's throughput, the rest from configs/cost.yaml."""
+    response, _ = _lengths({"grpo": dict(cfg.grpo)})
+    rate = throughput_of(str(cfg.base_model.name), response, seen, audit)
+    params_b = model_shape(cfg).params / 1e9
+    a = cost.assumed
+    update = float(a.update_gpu_s_per_b) * params_b / (float(a.reference_responses) * float(a.reference_tokens))
+    source = f"generation {rate.tokens_per_s:,.0f} tokens/s per GPU: {rate.source}"
+    return Rates(rate.tokens_per_sample / rate.tokens_per_s / response, update, source)
+
+
+def validations(cfg: DictConfig, steps: int) -> int:
+    """How often a run validates: every test_freq steps, at the last step, and before training when asked."""
+    freq = int(cfg.schedule.test_freq)
+    return steps // freq + (1 if steps % freq else 0) + (1 if cfg.schedule.val_before_train else 0)
+
+
+def validation_rows(cfg: DictConfig, audit: DictConfig) -> int:
+    """Problems one validation generates for (greedy, one each): the file's rows, else configs/audit.yaml's count."""
+    path = Path(str(cfg.dataset.val_files))
+    rows = rows_in(path) if path.is_file() else int(audit.problems.get(path.parent.name) or 0)
+    cap = cfg.schedule.val_max_samples
+    return min(rows, int(cap)) if cap else rows
+
+
+def training_steps(plan: CellPlan, cost: DictConfig) -> tuple[int, str]:
+    """``schedule.total_steps``, else floor(rows / batch) x epochs, the rows from the prepared file when it is here,
+    else configs/cost.yaml's (before the cell's overlong prompts are dropped, which only the file can tell)."""
+    cfg = plan.cfg
+    if cfg.schedule.total_steps:
+        return int(cfg.schedule.total_steps), "schedule.total_steps"
+    files = data_files(plan)
+    table = cost.paired_rows if files["paired_data"] != files["data"] else cost.rows
+    path = Path(files["data"])
+    if path.is_file():
+        rows, source = rows_in(path), str(path)
+    else:
+        fallback = table.get(str(cfg.dataset.name))
+        if fallback is None:
+            raise KeyError(f"{COST_CONFIG}: no row count for data set {cfg.dataset.name!r} and {path} is not here")
+        rows, source = int(fallback), f"assumed {int(fallback)} rows ({COST_CONFIG}; {path} is not here)"
+    steps = rows // int(cfg.grpo.train_batch_size) * int(cfg.schedule.epochs)
+    return steps, f"{rows} // {cfg.grpo.train_batch_size} x {cfg.schedule.epochs} epochs ({source})"
+
+
+def measured_step(
+    config: Mapping[str, Any], cell: tuple[str, str, str], backend: str, device_type: str,
+    found: Sequence[Measured], rates: Rates,
+) -> tuple[float, str] | None:  # fmt: skip
+    """Device-seconds per step from the store: this cell's runs, else the same base model's with the same backend
+    and device type, each scaled by the ratio of this cell's work per step to its own. None: nothing measured."""
+    usable = [m for m in found if (m.backend, m.device_type, m.base_model) == (backend, device_type, cell[1])]
+    same = [m for m in usable if (m.method, m.base_model, m.dataset) == cell]
+    pool = same or usable
+    if not pool:
+        return None
+    mine = step_work(config, rates)
+    ratios = [mine / step_work(m.config, rates) for m in pool]
+    steps = sum(m.steps for m in pool)
+    seconds = sum(m.steps * m.step_seconds * m.devices * r for m, r in zip(pool, ratios, strict=True)) / steps
+    scaled = ", scaled to this cell's work" if any(abs(r - 1) > 1e-9 for r in ratios) else ""
+    if same:
+        return seconds, f"measured: {steps} steps of this cell{scaled}"
+    others = ", ".join(sorted({f"{m.method}/{m.dataset}" for m in pool}))
+    return seconds, f"measured: {steps} steps of {cell[1]} ({others}){scaled}"
