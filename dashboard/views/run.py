@@ -25,6 +25,8 @@ SYSTEM_METRICS = {
     "GPU utilisation, %": ("gpu_utilization",),
 }
 
+CARD_UNITS = {"negative entropy, nats": "-entropy"}  # short enough for a card's label; the full unit is in its help
+
 
 def picked_run(runs: pd.DataFrame) -> str:
     """The run named in the URL (``run=`` a run id or a cell id, or ``cell=``: the cell's newest run), else the
@@ -45,7 +47,7 @@ def facts(run: dict[str, object], metrics: pd.DataFrame) -> None:
         ("Steps", f"{run['last_step']}/{run['total_steps']}" if pd.notna(run["last_step"]) else "–",
          "last logged step / total steps"),
         ("Val acc", _number(last.get("last_val_acc")), "validation accuracy at the last step that logged it"),
-        (f"Reward ({unit})", _number(last.get("last_reward")),
+        (f"Reward ({CARD_UNITS.get(unit, unit)})", _number(last.get("last_reward")),
          f"mean reward at the last training step, in {unit} (0/1: answer checks and votes; nats: logit rewards)"),
         ("Train hours", _number(last.get("wall_hours"), 2), "training wall time: the sum of step_seconds"),
     ]  # fmt: skip

@@ -76,7 +76,7 @@ def test_url_state_run_page_comparison_grouping_and_empty_paper_page(
                 assert page.get_by_text("2 of 12 runs").count() == 1
                 _shoot(page, shots, "run-table-filtered")
                 a, b = "gt_grpo__qwen2.5-3b__math", "co_rewarding_2__qwen2.5-3b__math"
-                _open(page, f"{url}/compare?a={a}&b={b}", "Compare two runs")
+                _open(page, f"{url}/compare?a={a}&b={b}", "Compare runs")
                 page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
                 header = page.locator("h3").first.inner_text()
                 assert header.startswith("Config: ") and not header.startswith("Config: 0 "), header

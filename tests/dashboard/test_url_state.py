@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from corewarding.results.store import writer
+from corewarding.results.store import reader, writer
+from dashboard import queries
 from dashboard.common import plain, reward_unit
 from tests.support.apptest import render
 
@@ -143,3 +144,14 @@ def test_gpu_hours_are_shown_where_the_store_records_them(
     assert rows.loc[mine, "gpu_hours"].tolist() == [1.25] and rows.loc[~mine, "gpu_hours"].isna().all()
     run = render(AppTest.from_file(APP, default_timeout=60), "views/run.py", cell=A)
     assert "GPU-hours (run.json's ledger): 1.25." in [c.value for c in run.caption]
+
+
+def test_run_metrics_and_collapse_flags_by_hand(hand_store: Path) -> None:
+    with reader(hand_store) as con:
+        new, old = queries.runs(con)["run_id"]  # newest first
+        metrics = queries.run_metrics(con).set_index("run_id")
+        flags = queries.collapse_flags(con).set_index("run_id")
+    assert metrics.loc[new].round(6).tolist() == [0.2, 0.8, 2.5]  # val acc at step 4, reward at step 4, 9000 s
+    assert metrics.loc[old, "last_reward"] == 0.2 and metrics.loc[old].isna().sum() == 2  # no val acc, no step time
+    # length 99 of the cap 100 from step 1 on, then val acc 0.2 against its peak 0.6 at step 4: first onset first
+    assert flags.loc[new].tolist() == ["length_at_cap, val_drop", 1] and old not in flags.index
