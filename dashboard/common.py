@@ -188,13 +188,25 @@ def _write_url(key: str, value: str | list[str], drop: Sequence[str] = ()) -> No
     ``run`` to its picker; Streamlit releases it when that render ends), rather than failing the page.
     """
     try:
-        for name in drop:
-            if name in st.query_params:
-                del st.query_params[name]
-        if st.query_params.get_all(key) != ([value] if isinstance(value, str) else value):
+        if any(name in st.query_params for name in drop):
+            _replace_url(key, value, drop)
+        elif st.query_params.get_all(key) != ([value] if isinstance(value, str) else value):
             st.query_params[key] = value
     except StreamlitAPIException:
         log.info("%s= is still bound to the previous page's widget; not written this render", key)
+
+
+def _replace_url(key: str, value: str | list[str], drop: Sequence[str]) -> None:
+    """``key=value`` in place of the ``drop`` parameters as one address change (one browser history entry), the other
+    parameters kept; where a widget owns one of those (its value can only change through the widget), in two."""
+    kept: dict[str, str | list[str]] = {k: st.query_params.get_all(k) for k in st.query_params if k not in drop}
+    try:
+        st.query_params.from_dict({**kept, key: value})
+    except StreamlitAPIException:  # from_dict restored the parameters as they were
+        for name in drop:
+            if name in st.query_params:
+                del st.query_params[name]
+        st.query_params[key] = value
 
 
 def _picked_to_url(key: str, drop: tuple[str, ...]) -> None:

@@ -56,6 +56,15 @@ def test_picking_another_run_leaves_one_consistent_address(app: AppTest) -> None
     assert app.selectbox(key="run").value == other and app.metric[0].label == "Status"
 
 
+@pytest.mark.parametrize("checker", ["math_verify", "strict"])  # the default (not in the URL), or bound in the URL
+def test_picking_another_run_keeps_the_other_choices(app: AppTest, checker: str) -> None:
+    render(app, "views/run.py", cell=CELL, checker=checker)
+    other = next(o for o in app.selectbox(key="run").options if not o.startswith(CELL))
+    app.selectbox(key="run").set_value(other).run()
+    assert app.query_params == {"run": other, **({"checker": checker} if checker == "strict" else {})}
+    assert app.radio(key="checker").value == checker
+
+
 def test_compare_keeps_its_pair_over_reloads_and_takes_a_third_run(app: AppTest) -> None:
     render(app, "views/compare.py", a=A, b=B)
     pair = app.multiselect(key="runs").value
