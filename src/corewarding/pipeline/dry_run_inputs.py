@@ -38,8 +38,8 @@ STAGE_NOTES = {
 def stage_command(stage: str) -> str:
     """``corewarding ...`` (or ``dvc repro STAGE``) for a data stage, with what it needs.
 
-    >>> stage_command("import_rephrased@math")
-    'corewarding data import-rephrased math  (or: dvc repro import_rephrased@math; downloads ...)'
+    >>> print(stage_command("prepare@math"))
+    corewarding data prepare math  (or: dvc repro prepare@math; downloads the set from the Hub)
     """
     name, _, key = stage.partition("@")
     if name not in STAGE_COMMANDS:
