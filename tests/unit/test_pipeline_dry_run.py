@@ -17,6 +17,8 @@ from omegaconf import OmegaConf
 
 from corewarding.config import compose_config
 from corewarding.pipeline.cells import plan_cell
+from corewarding.pipeline.dry_run_inputs import Measured
+from corewarding.pipeline.training_cost import Rates, measured_step
 from corewarding.results.ingest import ingest
 from corewarding.training.verl.plan import plan_cell as memory_plan
 
@@ -181,3 +183,33 @@ def test_bad_input_is_one_line(workspace: dict[str, Path]) -> None:
     )  # fmt: skip
     assert unknown_matrix.returncode == 2, unknown_matrix.stderr
     assert len(unknown_matrix.stderr.strip().splitlines()) == 1 and "no_such_matrix" in unknown_matrix.stderr
+
+
+def test_runs_with_the_cells_own_work_per_step_win_over_scaled_ones() -> None:
+    """A smoke-sized run of the cell (8 prompts x 4, 512 tokens) is scaled only when no full-sized run is there."""
+    paper = {"method": {"views": ["original"]}, "grpo": {"train_batch_size": 128, "n": 8, "max_prompt_length": 512,
+             "max_response_length": 3072}}  # fmt: skip
+    smoke = {**paper, "grpo": {"train_batch_size": 8, "n": 4, "max_prompt_length": 512, "max_response_length": 512}}
+    rates = Rates(1.0, 1.0, "per token")
+    cell = ("gt_grpo", "qwen3-8b-base", "math")
+
+    def run(config: dict, steps: int, seconds: float) -> Measured:
+        return Measured(*cell, "verl", "cuda", 4, steps, seconds, config)
+
+    full, small = run(paper, 3, 600.0), run(smoke, 10, 20.0)
+    assert measured_step(paper, cell, "verl", "cuda", [small, full], rates) == (
+        2400.0,
+        "measured: 3 steps of this cell",
+    )
+    seconds, source = measured_step(paper, cell, "verl", "cuda", [small], rates) or (0.0, "")
+    work = 1024 * (3072 + 3584) / (32 * (512 + 1024))  # responses x (generated + trained tokens), paper over smoke
+    assert (
+        seconds == pytest.approx(20.0 * 4 * work)
+        and source == "measured: 10 steps of this cell, scaled to this cell's work"
+    )
+    assert measured_step(paper, cell, "verl", "cpu", [full], rates) is None  # a CPU harness run is not a GPU step
+    other = ("co_rewarding_2", "qwen3-8b-base", "math")
+    assert measured_step(paper, other, "verl", "cuda", [full], rates) == (
+        2400.0,
+        "measured: 3 steps of qwen3-8b-base (gt_grpo/math)",
+    )

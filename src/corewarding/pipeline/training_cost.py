@@ -130,6 +130,9 @@ def measured_step(
         return None
     mine = step_work(config, rates)
     ratios = [mine / step_work(m.config, rates) for m in pool]
+    exact = [i for i, r in enumerate(ratios) if abs(r - 1) <= 1e-9]
+    if exact:  # runs with this cell's work per step win over scaled ones (a smoke run's small steps scale poorly)
+        pool, ratios = [pool[i] for i in exact], [1.0] * len(exact)
     steps = sum(m.steps for m in pool)
     seconds = sum(m.steps * m.step_seconds * m.devices * r for m, r in zip(pool, ratios, strict=True)) / steps
     scaled = ", scaled to this cell's work" if any(abs(r - 1) > 1e-9 for r in ratios) else ""
