@@ -42,7 +42,7 @@ def test_a_rerun_failing_under_a_new_config_shows_and_records_the_failure_not_th
     clone = clone_project(tmp_path)
     first = _run(clone, OLD)
     assert first.returncode == 0, first.stderr[-3000:]
-    old_figures = _row(first.stdout)[5:8]  # mean reward, label acc, val acc of the finished 4-step run
+    old_figures = _row(first.stdout)[5:8]  # mean reward, its unit, label acc of the finished 4-step run
     assert all(f != "-" for f in old_figures)
 
     (clone / "runs" / ".superseded").write_text("in the way")  # the old run cannot be moved aside: training fails

@@ -79,6 +79,9 @@ def test_co_rewarding_3_cells_are_listed_without_a_paper_value_never_as_failures
         r"<tr class=\"\"><td>(co_rewarding_3__[^<]+)</td><td>finished</td>.*?<td>no paper value</td>", section
     )
     assert len(rows) == 6 and "co_rewarding_3__qwen3-8b-base__dapo14k" in rows
+    # their measured score at the newest evaluated step is shown, with its interval (not compared)
+    measured = re.findall(r"<td>(\S+ \S+ @\d+ = \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\])</td>", section)
+    assert len(measured) >= 5, section[:2000]
     flagged = report.split('id="flagged"', 1)[1].split("<h2", 1)[0] if 'id="flagged"' in report else ""
     assert "co_rewarding_3" not in flagged and "<td>co_rewarding_3</td>" not in report.split("By benchmark")[1]
 
@@ -172,3 +175,10 @@ def test_after_the_demo_the_report_covers_the_demo_matrix_and_says_nothing_was_c
     assert "<dt>measured</dt><dd>0 of 0 paper cells of the matrix</dd>" in html
     assert "<strong>Nothing was compared</strong>" in html and "No measured cell differs" not in html
     assert "Cells without a paper value (7)" in html and len(html) < 60_000  # one short list, not 539 rows
+    # what the demo measured is shown (not compared), and the report says what the demo is
+    section = html[html.index('id="no-paper-value"') :]
+    rows = re.findall(r"<tr class=\"\"><td>([a-z_0-9]+__tiny__tiny)</td>(.*?)</tr>", section)
+    assert len(rows) == 7
+    for _, cells in rows:  # (the synthetic demo runs are not evaluated: their measured column is empty)
+        assert re.search(r"<td>\d\.\d{3} \(step 0\)( -&gt; \d\.\d{3} \(step [48]\))?</td>", cells), cells
+    assert "a plumbing check" in html

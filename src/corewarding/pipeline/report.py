@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corewarding import methods
+from corewarding.matrix import parse_cell_id
 from corewarding.run_folder import EVAL_METRICS, metrics_file, released_dir
 from corewarding.training.run_record import read_record
 
@@ -112,7 +114,31 @@ def _training_summary(run_dir: Path) -> dict[str, Any]:
     frame = read_metrics(path, allow_partial_tail=True)
     rows = [{"step": int(step), **dict(zip(g["metric"], g["value"], strict=True))} for step, g in frame.groupby("step")]
     summary = summarize_run("", rows, 0.0)
-    return {"mean reward": summary.mean_reward, "label acc": summary.label_accuracy, "val acc": summary.val_accuracy}
+    vals = [r["val_accuracy"] for r in rows if r.get("val_accuracy") is not None]
+    return {
+        "mean reward": summary.mean_reward,
+        "label acc": summary.label_accuracy,
+        "val acc": summary.val_accuracy,
+        "val acc at start": vals[0] if len(vals) > 1 else None,  # step 0: the base model, before any update
+    }
+
+
+def reward_unit(cell_id: str) -> str:
+    """What a cell's mean reward is measured in: ``0/1`` (answer agreement), ``nats`` (self-certainty) or
+    ``-nats`` (negative entropy); ``?`` for a cell id that names no known method."""
+    try:
+        spec = methods.get(parse_cell_id(cell_id).method)
+    except (KeyError, ValueError):
+        return "?"
+    return {"self_certainty": "nats", "entropy": "-nats"}.get(spec.logits_statistic or "", "0/1")
+
+
+def _attempt_number(cell: CellReport) -> str:
+    """``1`` for a cell's first run, ``n`` for its n-th (the flow run is named ``<cell>#<n>``)."""
+    if not cell.attempt:
+        return "-"
+    _, _, number = cell.attempt.rpartition("#")
+    return number if number.isdigit() else "1"
 
 
 def _headline_metric(run_dir: Path, released: bool = False) -> tuple[str, float] | None:
@@ -135,22 +161,39 @@ def _headline_metric(run_dir: Path, released: bool = False) -> tuple[str, float]
     return (label if released else f"{label} @{int(row['step'])}"), float(row["value"])
 
 
+def _with_interval(run_dir: Path, headline: tuple[str, float]) -> str:
+    """``<benchmark> <metric> @<step> = v [low, high]``: the headline with its 95% bootstrap interval when stored."""
+    import pandas as pd  # pandas: imported when used
+
+    frame = pd.read_parquet(
+        run_dir / EVAL_METRICS, columns=["step", "benchmark", "checker", "metric", "ci_low", "ci_high"]
+    )
+    bench, metric, at = headline[0].split(" ")
+    match = frame[(frame["benchmark"] == bench) & (frame["metric"] == metric) & (frame["step"] == int(at[1:]))]
+    match = match[match["checker"] == "math_verify"] if (match["checker"] == "math_verify").any() else match
+    shown = f"{headline[0]} = {headline[1]:.3f}"
+    if match.empty or match[["ci_low", "ci_high"]].isna().any(axis=None):
+        return shown
+    return f"{shown} [{match['ci_low'].iloc[0]:.3f}, {match['ci_high'].iloc[0]:.3f}]"
+
+
 def format_report(report: PipelineReport) -> str:
     """A plain table: each cell's step statuses, its training means and its evaluation headline."""
 
     def fmt(value: object) -> str:
         return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
-    workers = any(cell.worker or cell.attempt for cell in report.cells)
+    workers = any(cell.worker or _attempt_number(cell) not in ("1", "-") for cell in report.cells)  # a pool's run
     audited = any(AUDIT_STEP in cell.steps for cell in report.cells)  # corewarding audit: its step and released score
     steps = (*CELL_STEPS, AUDIT_STEP) if audited else CELL_STEPS
     header = [
         "cell",
         *steps,
         "mean reward",
+        "unit",
         "label acc",
         "val acc",
-        "evaluation",
+        "evaluation (newest step, 95% CI)",
         *(["released"] if audited else []),
         *(["attempt", "worker"] if workers else []),
     ]
@@ -158,16 +201,21 @@ def format_report(report: PipelineReport) -> str:
     for cell in report.cells:  # a failed cell's own columns stay empty: its folder's figures are not this attempt's
         train = {} if cell.failed else _training_summary(Path(cell.run_dir))
         headline = None if cell.failed else _headline_metric(Path(cell.run_dir))
-        shown = f"{headline[0]} = {headline[1]:.3f}" if headline else "-"
+        shown = _with_interval(Path(cell.run_dir), headline) if headline else "-"
         released = _headline_metric(released_dir(Path(cell.run_dir)), released=True) if audited else None
+        start, last = train.get("val acc at start"), train.get("val acc")
+        val = f"{fmt(start)}->{fmt(last)}" if start is not None and last is not None else fmt(last)
         body.append(
             [cell.cell_id, *(cell.steps.get(s, "-") for s in steps)]
-            + [fmt(train.get(k)) for k in ("mean reward", "label acc", "val acc")]
+            + [fmt(train.get("mean reward")), "-" if cell.failed else reward_unit(cell.cell_id)]
+            + [fmt(train.get("label acc")), val]
             + [shown]
             + ([f"{released[0]} = {released[1]:.3f}" if released else "-"] if audited else [])
-            + ([cell.attempt or "-", cell.worker or "-"] if workers else [])
+            + ([_attempt_number(cell), cell.worker or "-"] if workers else [])
         )
     lines = [plain_table(header, body)]
+    if report.cells and all(_is_tiny(cell.cell_id) for cell in report.cells):
+        lines.append(TINY_NOTE)
     for cell in report.failed:
         lines.append(f"FAILED {cell.cell_id}: {cell.error}")
         earlier = _earlier_figures(Path(cell.run_dir))
@@ -176,6 +224,19 @@ def format_report(report: PipelineReport) -> str:
     if report.dvc_error:
         lines.append(f"FAILED recording the DVC stages: {report.dvc_error}")
     return "\n".join(lines)
+
+
+TINY_NOTE = """
+A plumbing check, not a result: the tiny cells train a random-weight model on a small synthetic set and evaluate on
+16 problems (one right is 0.062), so the methods score alike by chance. val acc: step 0 (the base model) -> the last
+step. unit: 0/1 = answers agreeing with the label; nats = self-certainty; -nats = negative entropy."""
+
+
+def _is_tiny(cell_id: str) -> bool:
+    try:
+        return parse_cell_id(cell_id).base_model == "tiny"
+    except ValueError:
+        return False
 
 
 def _earlier_figures(run_dir: Path) -> str | None:

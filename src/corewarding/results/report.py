@@ -123,7 +123,8 @@ def collect(
             "`corewarding results ingest` first"
         )
     runs = con.execute(
-        "SELECT run_id, cell_id, status, backend, last_step, total_steps FROM runs WHERE list_contains(?, cell_id) "
+        "SELECT run_id, cell_id, base_model, status, backend, last_step, total_steps FROM runs "
+        "WHERE list_contains(?, cell_id) "
         "ORDER BY cell_id, run_id",
         [[c.cell_id for c in cells]],
     ).fetchdf()
@@ -175,18 +176,61 @@ def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Ce
     }
     ids = [c.cell_id for c in cells if (c.method, c.base_model, c.dataset) not in printed]
     runs = runs_without_paper_value(con, ids).set_index("cell_id")
+    run_ids = [str(runs.loc[c]["run_id"]) for c in ids if c in runs.index]
+    measured, val = measured_headlines(con, run_ids), val_accuracy_span(con, run_ids)
     rows = []
     for cell_id in ids:
         run = runs.loc[cell_id] if cell_id in runs.index else None
+        run_id = None if run is None else str(run["run_id"])
         rows.append({
             "cell_id": cell_id,
             "status": "not run" if run is None else run["status"],
             "last_step": None if run is None or pd.isna(run["last_step"]) else int(run["last_step"]),
             "evaluated_steps": 0 if run is None else int(run["evaluated_steps"]),
+            "val_accuracy": val.get(run_id or "", "–"),
+            "measured": measured.get(run_id or "", "–"),
             "paper": NO_PAPER_VALUE,
-            "run_id": None if run is None else run["run_id"],
+            "run_id": run_id,
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=["cell_id", "status", "last_step", "evaluated_steps", "paper", "run_id"])
+    return pd.DataFrame(rows, columns=["cell_id", "status", "last_step", "evaluated_steps", "val_accuracy",
+                                       "measured", "paper", "run_id"])  # fmt: skip
+
+
+def measured_headlines(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> dict[str, str]:
+    """Each run's headline at its newest evaluated step: the first benchmark's avg@k (else its first metric), by the
+    math-verify checker, with its 95% bootstrap interval, e.g. ``tiny avg@4 @12 = 0.062 [0.000, 0.156]``."""
+    if not run_ids:
+        return {}
+    rows = con.execute(
+        """WITH latest AS (SELECT run_id, max(step) AS step FROM eval_metrics
+                           WHERE step IS NOT NULL AND run_id IN (SELECT unnest(?)) GROUP BY run_id)
+           SELECT e.run_id, e.benchmark, e.metric, e.step, e.value, e.ci_low, e.ci_high
+           FROM eval_metrics e JOIN latest USING (run_id, step)
+           WHERE e.checker = 'math_verify'
+           ORDER BY e.run_id, e.benchmark, NOT starts_with(e.metric, 'avg@'), e.metric""",
+        [list(run_ids)],
+    ).fetchall()
+    shown: dict[str, str] = {}
+    for run_id, bench, metric, step, value, low, high in rows:
+        interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
+        shown.setdefault(run_id, f"{bench} {metric} @{step} = {value:.3f}{interval}")
+    return shown
+
+
+def val_accuracy_span(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> dict[str, str]:
+    """Each run's validation accuracy at its first logged step (step 0: the base model) and its last, as
+    ``0.062 (step 0) -> 0.125 (step 12)``."""
+    if not run_ids:
+        return {}
+    rows = con.execute(
+        """SELECT run_id, min(step), arg_min(value, step), max(step), arg_max(value, step) FROM training_metrics
+           WHERE metric = 'val_accuracy' AND value IS NOT NULL AND run_id IN (SELECT unnest(?)) GROUP BY run_id""",
+        [list(run_ids)],
+    ).fetchall()
+    return {
+        r[0]: f"{r[2]:.3f} (step {r[1]})" if r[1] == r[3] else f"{r[2]:.3f} (step {r[1]}) -> {r[4]:.3f} (step {r[3]})"
+        for r in rows
+    }
 
 
 def _ci(row: pd.Series) -> str:
@@ -254,20 +298,24 @@ def _benchmark_sections(comparison: pd.DataFrame) -> str:
     return "<h2>By benchmark</h2>" + ("".join(parts) or "<p>No paper cell belongs to this matrix.</p>")
 
 
+UNPAIRED_HEADERS = ["cell", "status", "last step", "evaluated steps", "val acc (first -> last step)"]
+UNPAIRED_HEADERS += ["measured (newest step, 95% CI)", "paper", "run"]
+
+
 def _unpaired_section(unpaired: pd.DataFrame) -> str:
-    """The matrix's cells without a paper value (e.g. Co-rewarding-III's): listed, not compared."""
+    """The matrix's cells without a paper value (e.g. Co-rewarding-III's): their measured scores, not compared."""
     if not len(unpaired):
         return ""
     rows = [
         ([escape(str(r.cell_id)), escape(str(r.status)), _num(r.last_step), _num(r.evaluated_steps),
-          escape(str(r.paper)), _num(r.run_id)], "")
+          escape(str(r.val_accuracy)), escape(str(r.measured)), escape(str(r.paper)), _num(r.run_id)], "")
         for r in unpaired.itertuples()
     ]  # fmt: skip
     return (
         f'<h2 id="no-paper-value">Cells without a paper value ({len(unpaired)})</h2>'
         "<p>The paper's tables print no number for these cells (Co-rewarding-III's, from the paper's v3, or cells "
-        "added here): their runs are listed, not compared, and never counted as outside an interval.</p>"
-        + _table(["cell", "status", "last step", "evaluated steps", "paper", "run"], rows)
+        "added here): their measured scores are shown, not compared, and never counted as outside an interval.</p>"
+        + _table(UNPAIRED_HEADERS, rows)
     )
 
 
@@ -353,7 +401,14 @@ def _header(data: ReportData) -> str:
         if synthetic
         else ""
     )
-    note = (
+    tiny = len(data.runs) and bool((data.runs["base_model"] == "tiny").all())
+    plumbing = (
+        '<p class="warn">These runs train the tiny random-weight model on the tiny synthetic set: a plumbing check '
+        "that every stage runs, not a result (its scores are a few problems of 16 right, by chance).</p>"
+        if tiny
+        else ""
+    )
+    note = plumbing + (
         "<p>Values are percent (pass@1; AMC avg@8). A cell is flagged when the paper's value lies outside the "
         "measured 95% bootstrap interval. ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
     )
