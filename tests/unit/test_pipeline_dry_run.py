@@ -114,11 +114,11 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
     # by hand, the assumption: generation at configs/audit.yaml's rate (tokens/s per GPU = 16000 / params in B, half
     # the response budget per response), scoring and training at configs/cost.yaml's GPU-seconds per B per 1024
     audit = compose_config([], config_name="audit").assumed
-    update = compose_config([], config_name="cost").assumed.update_gpu_s_per_b
+    cost = compose_config([], config_name="cost").assumed
 
-    def gpu_s(params_b: float, generations: int) -> float:
+    def gpu_s(params_b: float, generations: int) -> float:  # both Qwen3: a 151,936-token vocabulary
         generate = 1024 * audit.response_fraction * 3072 * params_b / audit.tokens_per_s_times_params_b
-        return generations * generate + update * params_b
+        return generations * generate + cost.update_gpu_s_per_b * params_b + cost.update_gpu_s_logits
 
     # Co-rewarding-II samples twice per step (policy and teacher): the 8B measurement scaled by the two works' ratio
     scaled = cells[SAME_MODEL]

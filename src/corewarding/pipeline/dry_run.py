@@ -65,6 +65,7 @@ class CellCost:
     missing: list[str] = field(default_factory=list)
     gated: str | None = None  # the Hub id of a gated base model
     rates: str | None = None  # where an assumed step's generation rate came from
+    attention: str | None = None  # verl.attn_implementation (verl cells)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def cell_cost(
         device_s / devices.count, source, measured is not None, device_hours, device_hours if devices.gpus else 0.0,
     )  # fmt: skip
     out.rates = rates.source if verl and measured is None else None
+    out.attention = str(cfg.verl.attn_implementation) if verl else None
     if verl:
         memory = plan_cell(cfg)  # no machine: the limits are the config's (a laptop plans for the cluster)
         out.gpu_gb, out.host_gb, out.disk_gb, out.fits = memory.gpu_gb, memory.host_gb, memory.disk_gb, memory.fits
@@ -252,6 +254,14 @@ def format_dry_run(run: DryRun) -> str:
         rates = f"  ({row['rates']})" if row["rates"] else ""
         lines.append(f"  {model:<24} {int(row['cells']):>3} cells {hours}{rates}")
     lines.append(f"step times: {run.store}")
+    sdpa = sum(1 for c in run.cells if c.attention == "sdpa" and c.gpus and not c.measured)
+    if sdpa:
+        lines.append(
+            f"note: {sdpa} assumed cells train with verl.attn_implementation=sdpa (the default): verl packs a "
+            "micro-batch into one sequence and sdpa attends across all of it, as much as the model's own compute or "
+            "several times it at 3,584 tokens; the assumed rates are per-sequence attention, flash-attn's "
+            "(verl.attn_implementation=flash_attention_2, the paper's kernel; docs/gpu-plan.md)"
+        )
     lines += _missing_lines(run) + _gated_lines(run)
     return "\n".join(lines)
 

@@ -3,7 +3,8 @@
 GPU-seconds of one step = responses x (generation passes x GPU-seconds to generate a response + trained passes x
 GPU-seconds to score and train on one). Generation uses the audit dry run's throughput (``audit_plan.throughput_of``:
 tokens per second per GPU and tokens per response, measured by earlier audits of the base model, else
-``configs/audit.yaml``'s assumption); scoring and training use ``configs/cost.yaml``'s assumption. A step time that the
+``configs/audit.yaml``'s assumption); scoring and training use ``configs/cost.yaml``'s rates (a linear fit to a
+one-GPU measurement of two model shapes, ``benchmarks/update_rate.py``). A step time that the
 results store measured (``ledger.step_times``) replaces both: this cell's, else the same base model's scaled by the
 ratio of the two cells' work per step. Each figure says where it came from.
 """
@@ -76,9 +77,11 @@ def assumed_rates(cfg: DictConfig, cost: DictConfig, audit: DictConfig, seen: di
     """The rates of ``cfg``'s base model: generation from the audit's throughput, the rest from configs/cost.yaml."""
     response, _ = _lengths({"grpo": dict(cfg.grpo)})
     rate = throughput_of(str(cfg.base_model.name), response, seen, audit)
-    params_b = model_shape(cfg).params / 1e9
+    shape = model_shape(cfg)
     a = cost.assumed
-    update = float(a.update_gpu_s_per_b) * params_b / (float(a.reference_responses) * float(a.reference_tokens))
+    logits = float(a.update_gpu_s_logits) * shape.vocab_size / float(a.reference_vocab)
+    per_pass = float(a.update_gpu_s_per_b) * shape.params / 1e9 + logits  # GPU-s per 1024 responses
+    update = per_pass / (float(a.reference_responses) * float(a.reference_tokens))
     source = f"generation {rate.tokens_per_s:,.0f} tokens/s per GPU: {rate.source}"
     return Rates(rate.tokens_per_sample / rate.tokens_per_s / response, update, source)
 
