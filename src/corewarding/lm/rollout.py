@@ -15,7 +15,7 @@ NEUTRAL_SAMPLING: dict[str, object] = {
     "no_repeat_ngram_size": 0,
     "min_new_tokens": 0,
     "typical_p": 1.0,
-    "min_p": 0.0,
+    "min_p": None,  # unset (0.0 is "not a valid flag" to transformers' check, a warning at every generation)
     "epsilon_cutoff": 0.0,
     "eta_cutoff": 0.0,
 }

@@ -67,6 +67,7 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
             _environment(PREFECT_API_URL=url, PREFECT_HOME=str(home)),
             _prefect_settings(url, home=home),
             quiet_run_tracebacks(),
+            without_private_links(url),
         ):
             try:
                 yield url
@@ -93,6 +94,32 @@ class _NoRunTraceback(logging.Filter):
         if record.exc_info and record.name in RUN_LOGGERS and not logging.getLogger().isEnabledFor(logging.DEBUG):
             record.exc_info, record.exc_text = None, None  # after Prefect's own API handler sent it to the server
         return True
+
+
+class _NoPrivateLinks(logging.Filter):
+    """Drops Prefect's "View at <url>" lines that point at the private server: it stops when the command ends, so
+    the link would be dead by the time anyone follows it."""
+
+    def __init__(self, api_url: str) -> None:
+        super().__init__()
+        self.prefix = "View at " + api_url.removesuffix("/api")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name in RUN_LOGGERS and record.getMessage().startswith(self.prefix))
+
+
+@contextmanager
+def without_private_links(api_url: str) -> Iterator[None]:
+    """Inside, the console handlers do not print links to the private server at ``api_url``."""
+    handlers = list(logging.getLogger().handlers)
+    hide = _NoPrivateLinks(api_url)
+    for handler in handlers:
+        handler.addFilter(hide)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(hide)
 
 
 @contextmanager
