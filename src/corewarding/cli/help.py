@@ -49,8 +49,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "corewarding pipeline cells --matrix paper --method gt_grpo",
     ),
     "cell": ("corewarding cell train gt_grpo__tiny__tiny --matrix demo",),
-    "worker": ("corewarding worker --pool gpus --limit 1",),
-    "deploy": ("corewarding deploy --work-pool cpu-pool",),
+    "worker": ("corewarding worker --pool gpu --limit 1 --store /mnt/shared/corewarding",),
+    "deploy": ("corewarding deploy --work-pool gpu",),
 }
 
 GROUP_OVERRIDES = "method=co_rewarding_2 base_model=qwen3-8b-base dataset=math backend=verl"
