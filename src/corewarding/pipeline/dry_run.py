@@ -93,8 +93,9 @@ def cell_cost(
     cfg = plan.cfg
     backend, devices = str(cfg.backend), devices_of(cfg)
     steps, steps_source = training_steps(plan, cost)
-    config = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(config, dict)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    config = {str(k): v for k, v in container.items()}
     verl = backend == "verl"
     rates = assumed_rates(cfg, cost, audit, seen) if verl else Rates(1.0, 1.0, "tokens")  # local: scale by tokens
     c = cell_of(cfg)

@@ -44,7 +44,7 @@ def gpu_hours(
     ).fetchdf()
 
 
-def matrix_gpu_hours(con: Con, matrix: str) -> dict[str, float | int]:
+def matrix_gpu_hours(con: Con, matrix: str) -> dict[str, str | float | int]:
     """The ledger's totals over the runs of a matrix's cells (configs/matrix/NAME.yaml)."""
     cell_ids = [cell.cell_id for cell in load_matrix(matrix).cells]
     row = con.execute(
