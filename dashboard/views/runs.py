@@ -16,8 +16,8 @@ FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset",
 GROUP_BY = {"none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status"}
 SEARCHED = ["run_id", "cell_id", "method", "base_model", "dataset"]
 COLUMNS = [
-    "open", "run_id", "method", "base_model", "dataset", "status", "last_step", "total_steps", "last_val_acc",
-    "last_reward", "reward_unit", "collapse", "wall_hours", "started_at",
+    "open", "run_id", "status", "last_val_acc", "last_reward", "reward_unit", "collapse", "wall_hours", "last_step",
+    "total_steps", "method", "base_model", "dataset", "started_at",
 ]  # fmt: skip
 NUMBER = {
     "last_val_acc": st.column_config.NumberColumn("last val acc", format="%.3f", help="validation accuracy, last step"),
@@ -101,7 +101,7 @@ if GROUP_BY[group]:
 rows = shown.assign(open="run?" + shown["run_id"].map(lambda r: urlencode({"run": r})))
 recorded = ["gpu_hours"] if rows["gpu_hours"].notna().any() else []  # older stores and runs keep no ledger
 picked = st.dataframe(
-    rows[[*COLUMNS[:-1], *recorded, COLUMNS[-1]]],
+    rows[[*COLUMNS[:8], *recorded, *COLUMNS[8:]]],
     hide_index=True,
     on_select="rerun",
     selection_mode="multi-row",
