@@ -15,7 +15,7 @@ import vl_convert as vlc
 from dashboard.common import METHOD_COLOURS, method_colour
 
 X_FIELDS = {"step": ("step", "step"), "wall time": ("wall_hours", "wall time (hours)")}
-FACET_WIDTH = 1040  # px the facets of one row share (the page's content width at a 1400 px window with the sidebar)
+FACET_WIDTH = 900  # px the facets of one row share, axes aside (the page's content is 940 px at a 1400 px window)
 PANELS = ("metric", "metric and method")  # one panel per metric, or per metric and method (each its own y range)
 EXPORTS = {"png": "image/png", "svg": "image/svg+xml"}
 
@@ -34,7 +34,9 @@ class YAxis:
         """The y scale of every panel (a log scale drops a range end at or below 0)."""
         low = None if self.log and self.low is not None and self.low <= 0 else self.low
         limits: dict[str, Any] = {k: v for k, v in {"domainMin": low, "domainMax": self.high}.items() if v is not None}
-        return alt.Scale(type="log" if self.log else "linear", zero=False, **limits)
+        if self.log:
+            return alt.Scale(type="log", **limits)
+        return alt.Scale(type="linear", zero=False, **limits)
 
     def zoom(self) -> Any:
         """Drag to pan, scroll to zoom: the steps, and the values too with ``zoom_y``."""

@@ -113,6 +113,7 @@ def export_buttons(chart: alt.FacetChart, name: str) -> None:
             mime=EXPORTS[fmt],
             key=f"export-{name}-{fmt}",
             icon=":material/download:",
+            on_click="ignore",  # no rerun: the chart stays as it is, zoom included
         )
 
 

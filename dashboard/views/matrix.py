@@ -174,7 +174,13 @@ def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
     return (
         (rect + text)
         .resolve_scale(color="independent")
-        .properties(width=alt.Step(CELL_STEP), height=max(220, 34 * len(rows)))
+        # pad: the rows keep their 34 px, the headers and the legend below are added around them (Streamlit's
+        # default, fit, squeezed the rows into the height, legend included, and hid every other row label)
+        .properties(
+            width=alt.Step(CELL_STEP),
+            height=max(220, 34 * len(rows)),
+            autosize=alt.AutoSizeParams(type="pad", contains="padding"),
+        )
     )
 
 
