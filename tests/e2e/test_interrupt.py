@@ -147,12 +147,12 @@ def test_sigint_and_sigterm_at_random_moments_stop_cleanly_and_the_next_run_fini
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"matrix"')))
     assert report["cells"][0]["steps"]["train"] in ("done", "skipped") and report["failed"] == []
     assert time.monotonic() - started < 300
-    # It recorded the cell's stages in DVC and changed no file git tracks or shows: dvc.lock and params.yaml are the
-    # checkout's own record (ignored), and params.yaml's entry now carries the override, so that `dvc repro` reruns
-    # this same short cell (a worker in this checkout keeps the parent's code version).
-    shown = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True,
-                           check=True).stdout  # fmt: skip
-    assert shown == "", shown
+    # It recorded the cell's stages in DVC and changed no tracked file: dvc.lock and params.yaml are the checkout's
+    # own record (untracked), and params.yaml's entry now carries the override, so that `dvc repro` reruns this
+    # same short cell (a worker in this checkout keeps the parent's code version).
+    tracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=clone, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    assert tracked == "", tracked
     assert f"train@{CELL}:" in (clone / "dvc.lock").read_text()
     entry = yaml.safe_load((clone / "params.yaml").read_text())["cells"][CELL]
     assert SHORT in entry["train_args"], entry
