@@ -46,6 +46,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "publish-data": ("corewarding publish-data math --out /tmp/publish-data",),
     "pipeline": (
         "corewarding pipeline run --matrix demo",
+        "corewarding pipeline run --matrix paper_v3 --dry-run",
         "corewarding pipeline cells --matrix paper --method gt_grpo",
     ),
     "cell": ("corewarding cell train gt_grpo__tiny__tiny --matrix demo",),

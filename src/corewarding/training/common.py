@@ -45,6 +45,6 @@ def training_config_hash(cfg: DictConfig) -> str:
     assert isinstance(container, dict)  # a composed config is a mapping
     relevant = {k: v for k, v in container.items() if k not in ignored}
     base = relevant.get("base_model")
-    if isinstance(base, dict):  # base_model.shape: the model's size for the verl plan, a fact and not a setting
-        relevant["base_model"] = {k: v for k, v in base.items() if k != "shape"}
+    if isinstance(base, dict):  # shape (the verl plan's size) and gated (needs a Hub token): facts, not settings
+        relevant["base_model"] = {k: v for k, v in base.items() if k not in ("shape", "gated")}
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
