@@ -69,7 +69,7 @@ def _boxes_overlap(a: dict[str, float], b: dict[str, float]) -> bool:
 
 def _log_scale_kept_across_a_reload(page: Any, url: str, shots: Path) -> None:
     _open(page, f"{url}/curves?metrics=response_length_mean&metrics=reward_mean", "Training curves")
-    page.wait_for_function("document.querySelector('[aria-label^=\"Y-axis for a linear scale\"]') !== null")
+    page.wait_for_selector(f'{CHART} g[aria-label^="Y-axis for a linear scale"]', timeout=WAIT)
     page.get_by_text("Log y axis", exact=True).click()
     page.wait_for_url("**log_y=true**", timeout=WAIT)  # the choice is written to the URL
     page.reload()
