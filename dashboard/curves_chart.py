@@ -35,7 +35,7 @@ class YAxis:
         low = None if self.log and self.low is not None and self.low <= 0 else self.low
         limits: dict[str, Any] = {k: v for k, v in {"domainMin": low, "domainMax": self.high}.items() if v is not None}
         if self.log:
-            return alt.Scale(type="log", **limits)
+            return alt.Scale(type="log", nice=False, **limits)  # the data's range, not whole powers of 10
         return alt.Scale(type="linear", zero=False, **limits)
 
     def zoom(self) -> Any:

@@ -25,7 +25,7 @@ def test_axis_choices_come_from_the_url_and_reach_the_chart(app: AppTest) -> Non
     assert app.selectbox(key="panels").value == "metric and method" and app.number_input(key="y_max").value == 0.9
     spec, data = chart(app)
     line = _layers(spec)[1]
-    assert line["encoding"]["y"]["scale"] == {"type": "log", "domainMax": 0.9}
+    assert line["encoding"]["y"]["scale"] == {"type": "log", "nice": False, "domainMax": 0.9}
     assert {"filter": "(datum['smoothed'] > 0)"} in line["transform"]  # a log axis cannot draw 0
     zoom = spec["params"][0]
     assert zoom["select"]["encodings"] == ["x", "y"] and zoom["bind"] == "scales"
