@@ -116,9 +116,8 @@ else:
     st.info(
         f"No run in the store is a cell of {paper_table}: the paper trained these models on these sets, and the "
         "stored runs are other cells (the demo's tiny cells are none of the paper's), so nothing here is compared. "
-        "To see this page with paper-shaped numbers: `corewarding results synthetic --out /tmp/preview`, then "
-        "`corewarding results ingest --runs /tmp/preview/runs --data-dir /tmp/preview/data --db "
-        "/tmp/preview/results.duckdb` and `corewarding dashboard --db /tmp/preview/results.duckdb`."
+        "To see this page with paper-shaped numbers, a preview in a store of its own: `.venv/bin/corewarding results "
+        "synthetic --out /tmp/preview`, then `.venv/bin/corewarding dashboard --db /tmp/preview/results.duckdb`."
     )
 table(frame, f"paper-vs-reproduction-{paper_table.replace(' ', '-').lower()}")
 
