@@ -13,8 +13,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.results import attempts, read, released_read, report, store
-from corewarding.results.collapse import CollapseRules, collapse_events
+from corewarding.results import attempts, collapse, read, released_read, report, store
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -315,7 +314,8 @@ def run_metrics(con: Con) -> pd.DataFrame:
 def collapse_flags(con: Con) -> pd.DataFrame:
     """Per run with a collapse event under the default rules (``results.collapse``): the rules that fired, first
     onset first, and the first onset's step."""
-    events = collapse_events(collapse_inputs(con), CollapseRules()).sort_values(["run_id", "step", "rule"])
+    events = collapse.collapse_events(collapse_inputs(con), collapse.CollapseRules())
+    events = events.sort_values(["run_id", "step", "rule"])
     return (
         events.groupby("run_id", sort=True)
         .agg(collapse=("rule", lambda r: ", ".join(dict.fromkeys(r))), collapse_step=("step", "min"))
