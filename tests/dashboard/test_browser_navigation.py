@@ -79,8 +79,11 @@ def _compare(page: Any, url: str, shots: Path) -> None:
     page.locator("h3", has_text="Curves").scroll_into_view_if_needed()  # the three runs' curves in the screenshot
     _shoot(page, shots, "compare-three")
     picker = page.locator('[data-testid="stMultiSelect"] input[role="combobox"]')
+    picker.click()
     picker.fill("co_rewarding_1__qwen2.5-3b")
-    page.keyboard.press("Enter")  # a fourth run picked in the page
+    option = page.locator('[role="option"]', has_text="co_rewarding_1__qwen2.5-3b__math@").first
+    option.wait_for(timeout=WAIT)
+    option.click()  # a fourth run picked in the page
     page.locator("h3", has_text="differ across 4 runs").wait_for(timeout=WAIT)
     page.wait_for_url(lambda u: len(parse_qs(urlsplit(u).query).get("runs", [])) == 4, timeout=WAIT)
     four = _picked(page)
@@ -110,7 +113,9 @@ def _run_pages(page: Any, url: str, shots: Path) -> None:
     box = page.locator('[data-testid="stSelectbox"]').first
     box.click()
     page.keyboard.type(A)
-    page.keyboard.press("Enter")  # another run picked: one consistent address
+    option = page.locator('[role="option"]', has_text=A + "@").first
+    option.wait_for(timeout=WAIT)
+    option.click()  # another run picked: one consistent address
     page.wait_for_url(lambda u: set(parse_qs(urlsplit(u).query)) == {"run"}, timeout=WAIT)
     assert _params(page)["run"][0].startswith(A + "@")
 
@@ -126,6 +131,12 @@ def _run_pages(page: Any, url: str, shots: Path) -> None:
     page.locator("h3", has_text="System metrics").wait_for(timeout=WAIT)
     assert shown in page.locator('[data-testid="stSelectbox"]').first.inner_html()  # the picker's value
     assert _params(page) == {"run": [shown]}
+
+    page.goto(f"{url}/samples")  # the Samples page binds run= to its own picker; the Run page, reached from it, writes
+    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=WAIT)
+    page.locator('[data-testid="stSidebarNav"] a[href$="/run"]').click()
+    page.wait_for_url(lambda u: urlsplit(u).path.endswith("/run") and parse_qs(urlsplit(u).query) == {"run": [shown]})
+    assert page.locator('[data-testid="stException"]').count() == 0
 
 
 def _runs_table(page: Any, url: str, shots: Path) -> None:
