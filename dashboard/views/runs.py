@@ -23,7 +23,7 @@ NUMBER = {
     "last_val_acc": st.column_config.NumberColumn("last val acc", format="%.3f", help="validation accuracy, last step"),
     "last_reward": st.column_config.NumberColumn("last reward", format="%.3f", help="mean reward, last training step"),
     "reward_unit": st.column_config.TextColumn("reward unit", help="0/1: answer checks and votes; nats: logit rewards"),
-    "collapse": st.column_config.TextColumn("collapse", help="collapse rules fired (default thresholds), first first"),
+    "collapse": st.column_config.TextColumn("collapse", help="rules fired (default thresholds), earliest onset first"),
     "wall_hours": st.column_config.NumberColumn("train hours", format="%.2f", help="sum of step_seconds (wall time)"),
     "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%.2f", help="run.json's GPU-hour ledger"),
 }
