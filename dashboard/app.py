@@ -12,7 +12,7 @@ PAGES = [
     st.Page("views/curves.py", title="Training curves", icon=":material/show_chart:", url_path="curves"),
     st.Page("views/runs.py", title="Runs", icon=":material/table_rows:", url_path="runs"),
     st.Page("views/run.py", title="Run", icon=":material/insights:", url_path="run"),
-    st.Page("views/compare.py", title="Compare two runs", icon=":material/difference:", url_path="compare"),
+    st.Page("views/compare.py", title="Compare runs", icon=":material/difference:", url_path="compare"),
     st.Page("views/samples.py", title="Samples", icon=":material/article:", url_path="samples"),
     st.Page("views/data.py", title="Data quality", icon=":material/fact_check:", url_path="data"),
 ]

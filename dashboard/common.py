@@ -94,7 +94,8 @@ def require_store() -> None:
     if not path.is_file():
         st.info(
             f"No results store at `{path}`. Create one with `corewarding results ingest` "
-            "(or `corewarding results synthetic --out preview` for a preview), then reload."
+            "(or a preview in a store of its own: `corewarding results synthetic --out /tmp/preview`, then "
+            "`corewarding dashboard --db /tmp/preview/results.duckdb`), then reload."
         )
         st.stop()
     try:

@@ -13,7 +13,7 @@ from corewarding.results.attempts import failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.common import plain, query, require_store, reward_unit, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
-from dashboard.released_table import SUBHEADER, released_table
+from dashboard.released_table import SUBHEADER, hub_note, released_table
 
 TRAINING_METRICS = ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
 # What a W&B user reads under "system": each label with the metric names that carry it (ours, then verl's own).
@@ -102,7 +102,7 @@ links = st.columns(4)
 if isinstance(run.get("published_commit"), str):  # a push is recorded: the Hub page, in a new tab
     links[0].link_button(f"Hub: {plain(run['hub_repo_id'])}", f"https://huggingface.co/{run['hub_repo_id']}")
 else:
-    links[0].caption(f"not published ({plain(run['hub_repo_id'])})")
+    links[0].caption(plain(hub_note(str(run["cell_id"]), run["hub_repo_id"])))
 links[1].page_link("views/samples.py", label="Its samples", query_params={"run": run_id})
 links[2].page_link("views/curves.py", label="Beside the other runs", query_params={"methods": str(run["method"])})
 others = [r for r in runs["run_id"] if r != run_id]

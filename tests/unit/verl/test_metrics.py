@@ -140,3 +140,17 @@ def test_each_views_ppo_kl_is_exported(tmp_path: Path) -> None:
     per_view = {f"actor/ppo_kl_{t}": v for t, v in (("ori", 0.0125), ("aug", -0.003))}
     row = _exported_step(tmp_path, {"pg_loss": -0.1, "kl_loss": 0.01, "pg_clipfrac": 0.0, **per_view}, {})
     assert (row["ppo_kl_ori"], row["ppo_kl_aug"]) == (0.0125, -0.003)
+
+
+def test_verls_system_figures_are_kept_under_their_names(tmp_path: Path) -> None:
+    """The run page's system metrics: verl's throughput, step time and peak GPU memory pass through as logged."""
+    logs = tmp_path / "verl_logs"
+    record = step_record(1, 0.5)
+    record["data"] |= {"perf/throughput": 812.5, "perf/time_per_step": 9.4, "perf/max_memory_allocated_gb": 61.2,
+                       "perf/max_memory_reserved_gb": 70.0, "perf/cpu_memory_used_gb": 120.0}  # fmt: skip
+    write(next_attempt_file(logs), [record])
+    export_metrics(logs, tmp_path / "metrics.jsonl")
+    (row,) = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    kept = {k: v for k, v in row.items() if k.startswith("perf/")}
+    assert kept == {"perf/throughput": 812.5, "perf/time_per_step": 9.4, "perf/max_memory_allocated_gb": 61.2,
+                    "perf/max_memory_reserved_gb": 70.0}  # fmt: skip

@@ -35,6 +35,14 @@ FROM_VERL = {
     "lr": "actor/lr",
     "step_seconds": "timing_s/step",
 }
+# verl's own system figures, kept under verl's names (the dashboard's run page shows them: docs/results.md)
+SYSTEM_FROM_VERL = (
+    "perf/throughput",
+    "perf/time_per_step",
+    "perf/max_memory_allocated_gb",
+    "perf/max_memory_reserved_gb",
+)
+FROM_VERL.update({key: key for key in SYSTEM_FROM_VERL})
 PER_VIEW_FROM_VERL = {
     "entropy_mean": "actor/entropy", "kl_mean": "actor/kl_loss", "pg_loss": "actor/pg_loss",
     "clipfrac": "actor/pg_clipfrac", "ppo_kl": "actor/ppo_kl",
@@ -52,7 +60,8 @@ ORDER = (
     "missing_ground_truth", *VIEW_LABEL_METRICS, "response_length_mean", "truncation_rate", "entropy_mean",
     *(f"entropy_mean_{tag}" for tag in VIEW_TAGS.values()), "kl_mean", "pg_loss", "clipfrac",
     *(f"{name}_{tag}" for tag in VIEW_TAGS.values() for name in PER_VIEW_LOSS_METRICS),
-    "grad_norm", "lr", "ema_rate", "math_verify_timeouts", "math_verify_errors", "step_seconds", "val_accuracy",
+    "grad_norm", "lr", "ema_rate", "math_verify_timeouts", "math_verify_errors", "step_seconds", *SYSTEM_FROM_VERL,
+    "val_accuracy",
 )  # fmt: skip
 VAL_KEY = re.compile(r"^val-core/.+/acc/mean@\d+$")
 
