@@ -196,11 +196,7 @@ def curves_chart(
     ]
     scale = y.scale()
     smoothed = alt.Y("smoothed:Q", title=None, scale=scale)
-    raw = (
-        _kept(base.transform_filter(curve), y, "value")
-        .mark_line(opacity=0.25, strokeWidth=1, clip=True)
-        .encode(y=alt.Y("value:Q", title=None, scale=scale), detail="label:N")
-    )
+    raw = _faint_lines(base.transform_filter(curve), y, "value", 0.25, "label:N")
     line = (
         _kept(base.transform_filter(curve), y, "smoothed")
         .mark_line(strokeWidth=2, clip=True)
@@ -227,6 +223,15 @@ def curves_chart(
 def _kept(chart: alt.Chart, y: YAxis, field: str) -> alt.Chart:
     """``chart`` keeping only the points a log axis can draw (> 0) when ``y.log``."""
     return chart.transform_filter(alt.datum[field] > 0) if y.log else chart
+
+
+def _faint_lines(chart: alt.Chart, y: YAxis, field: str, opacity: float, detail: str) -> alt.Chart:
+    """Thin, faint lines of ``field``, one per ``detail`` (raw values behind a smoothed curve, runs behind a band)."""
+    return (
+        _kept(chart, y, field)
+        .mark_line(opacity=opacity, strokeWidth=1, clip=True)
+        .encode(y=alt.Y(f"{field}:Q", title=None, scale=y.scale()), detail=detail)
+    )
 
 
 def coinciding(evals: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
@@ -350,11 +355,7 @@ def grouped_chart(
     base = alt.Chart().encode(x=alt.X("step:Q", title="step"), color=colour)
     is_band, is_run = alt.datum.kind == "band", alt.datum.kind == "run"
     yscale = y.scale()
-    single = (
-        _kept(base.transform_filter(is_run), y, "smoothed")
-        .mark_line(opacity=0.12, strokeWidth=1, clip=True)
-        .encode(y=alt.Y("smoothed:Q", title=None, scale=yscale), detail="run_id:N")
-    )
+    single = _faint_lines(base.transform_filter(is_run), y, "smoothed", 0.12, "run_id:N")
     area = (
         _kept(base.transform_filter(is_band), y, "low")
         .mark_area(opacity=0.25, clip=True)

@@ -6,25 +6,15 @@ CI (``CI`` set), where a missing browser is a failure. Screenshots go to $COREWA
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server
 
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 PAGES = [
     ("", "Matrix", "stVegaLiteChart"),
     ("paper", "Paper vs reproduction", "stVegaLiteChart"),
@@ -52,15 +42,6 @@ def server(chromium: str, synthetic_store: Path) -> Iterator[str]:
         yield url
 
 
-def _shoot(page: Any, shots: Path, name: str) -> Path:
-    shot = shots / f"{name}.png"
-    page.screenshot(path=str(shot), full_page=True)
-    errors = page.locator('[data-testid="stException"]')
-    assert errors.count() == 0, f"{name}: {errors.first.inner_text()}"
-    assert shot.stat().st_size > 10_000
-    return shot
-
-
 def _new_views(page: Any, server: str, shots: Path) -> None:
     """The views of issue 15: curves against wall time, a sample opened by a click, the matrix in a narrow window."""
     page.goto(f"{server}/curves")
@@ -68,7 +49,7 @@ def _new_views(page: Any, server: str, shots: Path) -> None:
     page.get_by_text("wall time", exact=True).click()
     page.wait_for_timeout(1500)
     page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
-    _shoot(page, shots, "curves-wall-time")
+    shoot(page, shots, "curves-wall-time")
     page.goto(f"{server}/samples")
     grid = page.locator('[data-testid="stDataFrame"]').nth(1)
     grid.wait_for(timeout=60_000)
@@ -79,31 +60,24 @@ def _new_views(page: Any, server: str, shots: Path) -> None:
     page.get_by_text("AMC · amc-0 · sample #2").wait_for(timeout=30_000)  # the 3rd row, opened below the table
     page.wait_for_timeout(500)
     assert page.locator('[data-testid="stCode"]').first.inner_text().startswith("Problem 0 of AMC: what is x")
-    _shoot(page, shots, "samples-clicked-row")
+    shoot(page, shots, "samples-clicked-row")
     page.set_viewport_size({"width": 900, "height": 1000})
     page.goto(f"{server}/")
     page.wait_for_selector('[data-testid="stVegaLiteChart"]', timeout=60_000)
-    _shoot(page, shots, "matrix-narrow")
+    shoot(page, shots, "matrix-narrow")
 
 
 def test_every_page_renders_in_chromium(chromium: str, server: str, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     port = int(server.rsplit(":", 1)[1])
     assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
-    shots = Path(os.environ.get("COREWARDING_SCREENSHOTS_DIR") or tmp_path / "screenshots")
-    shots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=FLAGS[1:], headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            for path, title, element in PAGES:
-                page.goto(f"{server}/{path}")
-                page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
-                page.wait_for_selector(f'[data-testid="{element}"]', timeout=60_000)
-                page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
-                _shoot(page, shots, path or "matrix")
-            _new_views(page, server, shots)
-        finally:
-            browser.close()
+    shots = screenshots_dir(tmp_path)
+    with chromium_browser(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for path, title, element in PAGES:
+            page.goto(f"{server}/{path}")
+            page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
+            page.wait_for_selector(f'[data-testid="{element}"]', timeout=60_000)
+            page.wait_for_selector('[data-testid="stDataFrame"]', timeout=60_000)
+            shoot(page, shots, path or "matrix")
+        _new_views(page, server, shots)
     print(f"screenshots in {shots}")

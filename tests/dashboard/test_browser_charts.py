@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pandas as pd
 
 from corewarding.results.ingest import ingest
 from dashboard.common import METHOD_COLOURS
-from tests.dashboard.test_browser import FLAGS, _shoot
+from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server
 
 CHART = '[data-testid="stVegaLiteChart"]'
@@ -79,7 +78,7 @@ def _log_scale_kept_across_a_reload(page: Any, url: str, shots: Path) -> None:
     assert axes and all(a.startswith("Y-axis for a log scale") for a in axes), axes  # every panel, after the reload
     assert page.locator('label:has-text("Log y axis") input[type="checkbox"]').first.is_checked()
     page.locator(CHART).first.scroll_into_view_if_needed()
-    _shoot(page, shots, "curves-log-scale")
+    shoot(page, shots, "curves-log-scale")
 
 
 def _y_ticks(page: Any) -> list[str]:
@@ -128,7 +127,7 @@ def _export(page: Any, shots: Path, tmp: Path) -> None:
         assert saved.name == f"training-curves.{fmt.lower()}"
         assert saved.read_bytes().startswith(magic), saved.read_bytes()[:16]
         assert saved.stat().st_size > 5_000
-    _shoot(page, shots, "curves-export")
+    shoot(page, shots, "curves-export")
 
 
 def _live_refresh(page: Any, url: str) -> None:
@@ -168,7 +167,7 @@ def _dark_legend(browser: Any, url: str, shots: Path) -> None:
         assert str(swatch["stroke"]).lower() in colours, swatch
         assert swatch["width"] >= 3 and swatch["opacity"] == 1 and swatch["length"] >= 15, swatch
     dark.locator(f"{CHART} g.role-legend").first.scroll_into_view_if_needed()
-    _shoot(dark, shots, "curves-dark-legend")
+    shoot(dark, shots, "curves-dark-legend")
     dark.close()
 
 
@@ -187,43 +186,36 @@ def _matrix_at_1400(page: Any, url: str, shots: Path) -> None:
     legend = page.locator(f"{CHART} g.role-legend").first.bounding_box()
     assert legend["x"] + legend["width"] <= container["x"] + container["width"] + 1, (legend, container)
     assert legend["x"] + legend["width"] <= 1400, legend  # inside the window
-    _shoot(page, shots, "matrix-1400")
+    shoot(page, shots, "matrix-1400")
 
 
 def test_chart_controls_export_refresh_and_legibility(chromium: str, synthetic_store: Path, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    shots = Path(os.environ.get("COREWARDING_SCREENSHOTS_DIR") or tmp_path / "screenshots")
-    shots.mkdir(parents=True, exist_ok=True)
+    shots = screenshots_dir(tmp_path)
     coinciding = _coinciding_store(tmp_path / "coinciding")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=FLAGS[1:], headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-            with dashboard_server(synthetic_store) as url:
-                _zoom_y(page, url)
-                _log_scale_kept_across_a_reload(page, url, shots)
-                _chart_fills_the_page(page)
-                _export(page, shots, tmp_path)
-                _matrix_at_1400(page, url, shots)
-                _dark_legend(browser, url, shots)
-                _live_refresh(page, url)
-            with dashboard_server(coinciding) as url:
-                _open(
-                    page,
-                    f"{url}/curves?source=evaluation+by+checkpoint&methods="
-                    + "&methods=".join([*SAME, "self_certainty"])
-                    + "&base_models=qwen3-8b-base",
-                    "Training curves",
-                )
-                note = page.locator(f"{CHART} g.mark-text text", has_text="runs coincide")
-                note.first.wait_for(timeout=WAIT)
-                assert note.first.text_content() == "3 runs coincide"
-                caption = page.get_by_text("3 runs coincide (the same score").first.inner_text()
-                assert all(m in caption for m in SAME) and "self_certainty" not in caption, caption
-                bands = page.locator(f"{CHART} g.mark-area path")
-                assert bands.count() == 2, bands.count()  # one for the three that coincide, one for the fourth
-                _shoot(page, shots, "eval-coinciding")
-        finally:
-            browser.close()
+    with chromium_browser(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        with dashboard_server(synthetic_store) as url:
+            _zoom_y(page, url)
+            _log_scale_kept_across_a_reload(page, url, shots)
+            _chart_fills_the_page(page)
+            _export(page, shots, tmp_path)
+            _matrix_at_1400(page, url, shots)
+            _dark_legend(browser, url, shots)
+            _live_refresh(page, url)
+        with dashboard_server(coinciding) as url:
+            _open(
+                page,
+                f"{url}/curves?source=evaluation+by+checkpoint&methods="
+                + "&methods=".join([*SAME, "self_certainty"])
+                + "&base_models=qwen3-8b-base",
+                "Training curves",
+            )
+            note = page.locator(f"{CHART} g.mark-text text", has_text="runs coincide")
+            note.first.wait_for(timeout=WAIT)
+            assert note.first.text_content() == "3 runs coincide"
+            caption = page.get_by_text("3 runs coincide (the same score").first.inner_text()
+            assert all(m in caption for m in SAME) and "self_certainty" not in caption, caption
+            bands = page.locator(f"{CHART} g.mark-area path")
+            assert bands.count() == 2, bands.count()  # one for the three that coincide, one for the fourth
+            shoot(page, shots, "eval-coinciding")
     print(f"screenshots in {shots}")

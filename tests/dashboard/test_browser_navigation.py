@@ -7,12 +7,11 @@ runs-metric-columns.png, compare-three.png, run-system-metrics.png.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.dashboard.test_browser import FLAGS, _shoot
+from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server
 
 CHART = '[data-testid="stVegaLiteChart"]'
@@ -67,7 +66,7 @@ def _compare(page: Any, url: str, shots: Path) -> None:
     assert _config_header(page) == header  # the same number of differing keys
     assert _picked(page) == pair and _params(page) == {"a": [A], "b": [B]}
     page.locator(CHART).first.wait_for(timeout=WAIT)
-    _shoot(page, shots, "compare-after-reload")
+    shoot(page, shots, "compare-after-reload")
 
     page.goto(f"{url}/compare?runs={A}&runs={B}&runs={C}")
     page.locator("h3", has_text="differ across 3 runs").wait_for(timeout=WAIT)
@@ -77,7 +76,7 @@ def _compare(page: Any, url: str, shots: Path) -> None:
         ["gt_grpo · qwen2.5-3b · math", "co_rewarding_2 · qwen2.5-3b · math", "entropy · qwen2.5-3b · math"]
     )
     page.locator("h3", has_text="Curves").scroll_into_view_if_needed()  # the three runs' curves in the screenshot
-    _shoot(page, shots, "compare-three")
+    shoot(page, shots, "compare-three")
     picker = page.locator('[data-testid="stMultiSelect"] input[role="combobox"]')
     picker.click()
     picker.fill("co_rewarding_1__qwen2.5-3b")
@@ -99,7 +98,7 @@ def _run_pages(page: Any, url: str, shots: Path) -> None:
     assert page.locator('[data-testid="stAlertContentError"]').count() == 1
     assert page.locator('[data-testid="stSelectbox"]').count() == 0 and page.locator("h3").count() == 0
     assert _params(page) == {"cell": ["does_not_exist"]}
-    _shoot(page, shots, "run-unknown")
+    shoot(page, shots, "run-unknown")
 
     page.goto(f"{url}/run?cell={B}")
     page.locator("h3", has_text="System metrics").wait_for(timeout=WAIT)
@@ -109,7 +108,7 @@ def _run_pages(page: Any, url: str, shots: Path) -> None:
     assert _overflowing(page, '[data-testid="stMetric"]') == []  # no card cuts its label or value
     page.locator(CHART).last.wait_for(timeout=WAIT)  # the system metrics' chart, the page's last
     page.locator("h3", has_text="System metrics").scroll_into_view_if_needed()  # the section in the screenshot
-    _shoot(page, shots, "run-system-metrics")
+    shoot(page, shots, "run-system-metrics")
     box = page.locator('[data-testid="stSelectbox"]').first
     box.click()
     page.keyboard.type(A)
@@ -150,22 +149,15 @@ def _runs_table(page: Any, url: str, shots: Path) -> None:
         assert column in names, names
     cells = grid.locator('[role="gridcell"]').all_text_contents()
     assert (cells.count("0/1"), cells.count("nats"), cells.count("negative entropy, nats")) == (4, 1, 1), cells
-    _shoot(page, shots, "runs-metric-columns")
+    shoot(page, shots, "runs-metric-columns")
 
 
 def test_navigation_and_tables_of_issue_33(chromium: str, synthetic_store: Path, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    shots = Path(os.environ.get("COREWARDING_SCREENSHOTS_DIR") or tmp_path / "screenshots")
-    shots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=FLAGS[1:], headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            with dashboard_server(synthetic_store) as url:
-                _compare(page, url, shots)
-                _run_pages(page, url, shots)
-                _runs_table(page, url, shots)
-        finally:
-            browser.close()
+    shots = screenshots_dir(tmp_path)
+    with chromium_browser(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        with dashboard_server(synthetic_store) as url:
+            _compare(page, url, shots)
+            _run_pages(page, url, shots)
+            _runs_table(page, url, shots)
     print(f"screenshots in {shots}")

@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from corewarding.data.fields import get_path
 from corewarding.pipeline.audit_plan import rows_in, throughput_of
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.dry_run_inputs import Measured
@@ -28,12 +29,9 @@ ASSUMED = f"assumed, not measured ({COST_CONFIG}; docs/gpu-plan.md)"
 
 
 def _get(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    node: Any = tree
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return default
-        node = node[key]
-    return node
+    """``tree["a"]["b"]`` for ``"a.b"``, else ``default``."""
+    value = get_path(tree, dotted)
+    return default if value is None else value
 
 
 def passes(config: Mapping[str, Any]) -> tuple[int, int]:
