@@ -5,6 +5,7 @@ The checkout is shared by the module's tests so that the server's database is cr
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.settings import get_current_settings
 
+from corewarding.pipeline import prefect_session
 from corewarding.pipeline.prefect_session import (
     Interrupted,
     deferred_interrupts,
@@ -281,3 +283,33 @@ def test_a_signal_during_deferred_cleanup_waits_for_the_cleanup_then_ends_the_bl
         steps.append("after the cleanup")  # never reached: the held-back signal is raised as the block ends
     assert steps == ["cleanup finished"]
     assert stopped.value.exit_code == 143
+
+
+def test_a_signal_while_the_private_server_starts_is_raised_after_the_fork_and_the_server_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI (busy machine): SIGINT landed while Popen forked the server. Python ran the handler inside logging's
+    at-fork hook, which swallowed the KeyboardInterrupt with logging's lock held, and every thread that logged
+    then waited forever. The start is now a deferred block: the signal ends the run once Popen has returned, and
+    the server it started is stopped."""
+    started: list[subprocess.Popen[bytes]] = []
+    real_start = prefect_session._start_server
+
+    def start_then_signal(home: Path, port: int) -> subprocess.Popen[bytes]:
+        server = real_start(home, port)
+        started.append(server)
+        os.kill(os.getpid(), signal.SIGINT)  # as if it came during the fork
+        time.sleep(0.2)  # the handler runs here and only records it
+        return server
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(prefect_session, "_start_server", start_then_signal)
+    with pytest.raises(Interrupted) as stopped, interruptible(), prefect_api(tmp_path):
+        pytest.fail("the block ran although the signal came first")
+    assert stopped.value.exit_code == 130
+    (server,) = started
+    assert server.poll() is not None  # stopped on the way out, not left behind
+    worker = threading.Thread(target=logging.getLogger("corewarding.test").warning, args=("logging works",))
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive()  # no lock left held by the interrupted start

@@ -58,8 +58,13 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
     started = time.monotonic()
-    server = _start_server(home, port)
+    # No KeyboardInterrupt inside the fork: the preexec_fn makes Python run its at-fork hooks, and one raised in
+    # logging's hook is swallowed ("Exception ignored") with logging's lock still held, so every other thread that
+    # logs waits forever. A signal then is raised once Popen has returned and the server is ours to stop.
+    server: subprocess.Popen[bytes] | None = None
     try:
+        with deferred_interrupts():  # a signal held here is raised as the block ends, inside this try
+            server = _start_server(home, port)
         _wait_healthy(url, server, home / SERVER_LOG, startup_timeout_s)
         log.info("private Prefect server %s (pid %d) up in %.1f s, state in %s", url, server.pid,
                  time.monotonic() - started, home)  # fmt: skip
@@ -79,8 +84,9 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
                         log.warning("could not cancel the runs left unfinished: %s", exc)
                     _drain_prefect_services()  # queued logs and events go out while the server still answers
     finally:
-        with deferred_interrupts():
-            _stop(server)
+        if server is not None:
+            with deferred_interrupts():
+                _stop(server)
 
 
 RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # Prefect's loggers of a failed run's exception
