@@ -141,7 +141,24 @@ def _attempt_number(cell: CellReport) -> str:
     return number if number.isdigit() else "1"
 
 
-def _headline_metric(run_dir: Path, released: bool = False) -> tuple[str, float] | None:
+@dataclass(frozen=True)
+class Headline:
+    """A run's first metric at its newest evaluated step, with its 95% bootstrap interval when stored."""
+
+    label: str  # ``<benchmark> <metric> @<step>`` (no step for a released checkpoint)
+    value: float
+    low: float | None = None
+    high: float | None = None
+
+    def text(self, interval: bool = False) -> str:
+        """``<label> = v``, with `` [low, high]`` when asked for and stored."""
+        shown = f"{self.label} = {self.value:.3f}"
+        if interval and self.low is not None and self.high is not None:
+            shown += f" [{self.low:.3f}, {self.high:.3f}]"
+        return shown
+
+
+def _headline_metric(run_dir: Path, released: bool = False) -> Headline | None:
     """The first metric of the newest evaluated step (math-verify checker when present); ``released``: of an audited
     released checkpoint's folder (one model, no step)."""
     import pandas as pd  # pandas: imported when used
@@ -149,7 +166,7 @@ def _headline_metric(run_dir: Path, released: bool = False) -> tuple[str, float]
     path = run_dir / EVAL_METRICS
     if not path.is_file():
         return None
-    frame = pd.read_parquet(path, columns=["step", "benchmark", "checker", "metric", "value"])
+    frame = pd.read_parquet(path)  # a few rows per step; an older file has no interval columns
     frame = frame if released else frame.dropna(subset=["step"])
     if frame.empty:
         return None
@@ -158,23 +175,12 @@ def _headline_metric(run_dir: Path, released: bool = False) -> tuple[str, float]
     preferred = frame[frame["checker"] == "math_verify"]
     row = (preferred if not preferred.empty else frame).iloc[0]
     label = f"{row['benchmark']} {row['metric']}"
-    return (label if released else f"{label} @{int(row['step'])}"), float(row["value"])
-
-
-def _with_interval(run_dir: Path, headline: tuple[str, float]) -> str:
-    """``<benchmark> <metric> @<step> = v [low, high]``: the headline with its 95% bootstrap interval when stored."""
-    import pandas as pd  # pandas: imported when used
-
-    frame = pd.read_parquet(
-        run_dir / EVAL_METRICS, columns=["step", "benchmark", "checker", "metric", "ci_low", "ci_high"]
-    )
-    bench, metric, at = headline[0].split(" ")
-    match = frame[(frame["benchmark"] == bench) & (frame["metric"] == metric) & (frame["step"] == int(at[1:]))]
-    match = match[match["checker"] == "math_verify"] if (match["checker"] == "math_verify").any() else match
-    shown = f"{headline[0]} = {headline[1]:.3f}"
-    if match.empty or match[["ci_low", "ci_high"]].isna().any(axis=None):
-        return shown
-    return f"{shown} [{match['ci_low'].iloc[0]:.3f}, {match['ci_high'].iloc[0]:.3f}]"
+    low, high = row.get("ci_low"), row.get("ci_high")
+    low, high = (None, None) if low is None or high is None or pd.isna(low) or pd.isna(high) else (low, high)
+    return Headline(
+        label if released else f"{label} @{int(row['step'])}", float(row["value"]),
+        None if low is None else float(low), None if high is None else float(high),
+    )  # fmt: skip
 
 
 def format_report(report: PipelineReport) -> str:
@@ -201,7 +207,7 @@ def format_report(report: PipelineReport) -> str:
     for cell in report.cells:  # a failed cell's own columns stay empty: its folder's figures are not this attempt's
         train = {} if cell.failed else _training_summary(Path(cell.run_dir))
         headline = None if cell.failed else _headline_metric(Path(cell.run_dir))
-        shown = _with_interval(Path(cell.run_dir), headline) if headline else "-"
+        shown = headline.text(interval=True) if headline else "-"
         released = _headline_metric(released_dir(Path(cell.run_dir)), released=True) if audited else None
         start, last = train.get("val acc at start"), train.get("val acc")
         val = f"{fmt(start)}->{fmt(last)}" if start is not None and last is not None else fmt(last)
@@ -210,7 +216,7 @@ def format_report(report: PipelineReport) -> str:
             + [fmt(train.get("mean reward")), "-" if cell.failed else reward_unit(cell.cell_id)]
             + [fmt(train.get("label acc")), val]
             + [shown]
-            + ([f"{released[0]} = {released[1]:.3f}" if released else "-"] if audited else [])
+            + ([released.text() if released else "-"] if audited else [])
             + ([_attempt_number(cell), cell.worker or "-"] if workers else [])
         )
     lines = [plain_table(header, body)]
@@ -244,7 +250,7 @@ def _earlier_figures(run_dir: Path) -> str | None:
     the line under the table; None when it holds no figures."""
     train = {k: v for k, v in _training_summary(run_dir).items() if v is not None}
     headline = _headline_metric(run_dir)
-    figures = [f"{k} {v:.3f}" for k, v in train.items()] + ([f"{headline[0]} = {headline[1]:.3f}"] if headline else [])
+    figures = [f"{k} {v:.3f}" for k, v in train.items()] + ([headline.text()] if headline else [])
     if not figures:
         return None
     record = read_record(run_dir) or {}
