@@ -84,10 +84,10 @@ def _record_source(con: duckdb.DuckDBPyConnection, owner: str, kind: str, path: 
     )
 
 
-_IN_TRANSACTION: set[int] = set()  # ids of the connections inside a _transaction body
+_IN_TRANSACTION: set[int] = set()  # ids of the connections inside a transaction body
 
 
-def _transaction(con: duckdb.DuckDBPyConnection, body: Callable[[], T]) -> T:
+def transaction(con: duckdb.DuckDBPyConnection, body: Callable[[], T]) -> T:
     """Run ``body`` in one transaction: all of its writes or none. Nested, it is part of the enclosing one."""
     if id(con) in _IN_TRANSACTION:
         return body()
@@ -153,7 +153,7 @@ def ingest_run(
         for kind, (name, table) in RUN_SOURCES.items():
             _replace_source(con, info.run_id, kind, run_dir / name, table, loaders[kind], summary)
 
-    _transaction(con, body)
+    transaction(con, body)
     summary.runs += 1
 
 
@@ -187,7 +187,7 @@ def ingest_released(con: duckdb.DuckDBPyConnection, record: released.ReleasedRec
             name, table = RUN_SOURCES[kind]
             _replace_source(con, run_id, kind, folder / name, table, loader, summary)
 
-    _transaction(con, body)
+    transaction(con, body)
     summary.released += 1
 
 
@@ -252,22 +252,28 @@ def unique_runs(
         log.warning("%s: a copy of run %s: skipped", info.run_dir, where)
         summary.duplicates.append(str(info.run_dir))
         if info.run_id in in_store:
-            _drop_run(con, info.run_id)
+            drop_run(con, info.run_id)
     return sorted(out, key=lambda i: str(i.run_dir))
 
 
-def _drop_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
-    """Remove every row of a run (and its ledger entries) in one transaction."""
+def drop_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Remove every row of a run (and its ledger entries) in one transaction (part of an enclosing one)."""
 
     def body() -> None:
         for table in RUN_TABLES:  # the names are constants, never input
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
         con.execute("DELETE FROM sources WHERE owner = ?", [run_id])
 
-    _transaction(con, body)
+    transaction(con, body)
 
 
 QUALITY_TABLES = ("quality_reports", "quality_reasons", "quality_rows", "quality_counts")
+
+
+def drop_report(con: duckdb.DuckDBPyConnection, owner: str) -> None:
+    """Remove one quality report's rows from the four quality tables."""
+    for table in QUALITY_TABLES:  # the names are constants, never input
+        con.execute(f"DELETE FROM {table} WHERE report_id = ?", [owner])
 
 
 def _replace_report(
@@ -275,8 +281,7 @@ def _replace_report(
 ) -> dict[str, int]:
     """Replace one report's rows in the four quality tables; return the rows inserted per table."""
     counts = {"quality_reports": 1}
-    for table in QUALITY_TABLES:
-        con.execute(f"DELETE FROM {table} WHERE report_id = ?", [owner])
+    drop_report(con, owner)
     columns, placeholders = ", ".join(quality.REPORT_COLUMNS), ", ".join("?" * len(quality.REPORT_COLUMNS))
     con.execute(f"INSERT INTO quality_reports ({columns}) VALUES ({placeholders})", report.report)
     for table, rows in (
@@ -304,7 +309,7 @@ def ingest_reports(con: duckdb.DuckDBPyConnection, paths: Iterable[Path], summar
         if same:
             summary.unchanged += 1
             continue
-        inserted = _transaction(con, partial(_replace_report, con, owner, report, path, digest or file_sha256(path)))
+        inserted = transaction(con, partial(_replace_report, con, owner, report, path, digest or file_sha256(path)))
         for table, count in inserted.items():
             summary.add(table, count)
         summary.changed.append(str(path))
@@ -325,7 +330,7 @@ def ensure_reference(con: duckdb.DuckDBPyConnection, summary: IngestSummary | No
         if summary is not None:
             summary.add("paper_results", count)
 
-    _transaction(con, body)
+    transaction(con, body)
 
 
 class StoreFullError(RuntimeError):
@@ -393,7 +398,7 @@ def ingest(
     path = Path(db) if db is not None else default_db()
     try:
         with writer(path, timeout=timeout) as con:
-            summary = _transaction(con, partial(_ingest_all, con, infos, reports, audits))
+            summary = transaction(con, partial(_ingest_all, con, infos, reports, audits))
     except (duckdb.Error, OSError) as exc:
         if not disk_full(exc):
             raise

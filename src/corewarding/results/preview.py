@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from corewarding.results.ingest import QUALITY_TABLES, RUN_TABLES, ingest
+from corewarding.results.ingest import drop_report, drop_run, ingest, transaction
 from corewarding.results.runs import find_run_dirs
 from corewarding.results.store import writer
 from corewarding.run_folder import RUN_RECORD
@@ -59,19 +59,14 @@ def forget_synthetic(db: Path) -> dict[str, int]:
                 "SELECT owner FROM sources WHERE kind = 'quality' AND starts_with(path, ?)", [data + "/"]
             ).fetchall()
         ]
-        con.begin()
-        try:
+
+        def body() -> None:
             for run_id, _ in rows:
-                for table in RUN_TABLES:  # constants, never input
-                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-                con.execute("DELETE FROM sources WHERE owner = ?", [run_id])
+                drop_run(con, run_id)
             for owner in reports:
-                for table in QUALITY_TABLES:
-                    con.execute(f"DELETE FROM {table} WHERE report_id = ?", [owner])
+                drop_report(con, owner)
                 con.execute("DELETE FROM sources WHERE owner = ?", [owner])
-            con.commit()
-        except BaseException:
-            con.rollback()
-            raise
+
+        transaction(con, body)
     log.info("%s: removed %d synthetic run(s) and %d quality report(s)", db, len(rows), len(reports))
     return {"runs": len(rows), "quality_reports": len(reports)}
