@@ -51,7 +51,7 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
     external = os.environ.get("PREFECT_API_URL")
     if external:
         log.info("Prefect API from PREFECT_API_URL: %s", external)
-        with _prefect_settings(external, home=None), quiet_run_tracebacks():
+        with _prefect_settings(external, home=None), on_the_console(_NoRunTraceback()):
             yield external
         return
     home = checkout_prefect_home(root)
@@ -71,8 +71,7 @@ def prefect_api(root: Path, startup_timeout_s: float = 180) -> Iterator[str]:
         with (
             _environment(PREFECT_API_URL=url, PREFECT_HOME=str(home)),
             _prefect_settings(url, home=home),
-            quiet_run_tracebacks(),
-            without_private_links(url),
+            on_the_console(_NoRunTraceback(), _NoPrivateLinks(url)),
         ):
             try:
                 yield url
@@ -115,32 +114,19 @@ class _NoPrivateLinks(logging.Filter):
 
 
 @contextmanager
-def without_private_links(api_url: str) -> Iterator[None]:
-    """Inside, the console handlers do not print links to the private server at ``api_url``."""
+def on_the_console(*filters: logging.Filter) -> Iterator[None]:
+    """Inside, the root logger's handlers (the console) apply ``filters``: Prefect's own API handler, which sends
+    the logs to the server, is not a root handler and keeps everything."""
     handlers = list(logging.getLogger().handlers)
-    hide = _NoPrivateLinks(api_url)
     for handler in handlers:
-        handler.addFilter(hide)
+        for one in filters:
+            handler.addFilter(one)
     try:
         yield
     finally:
         for handler in handlers:
-            handler.removeFilter(hide)
-
-
-@contextmanager
-def quiet_run_tracebacks() -> Iterator[None]:
-    """Inside, the root logger's handlers (the console) print a failed Prefect run's exception without its traceback;
-    the run's state stays Failed, and the Prefect server's copy of the log keeps the traceback."""
-    handlers = list(logging.getLogger().handlers)
-    quiet = _NoRunTraceback()
-    for handler in handlers:
-        handler.addFilter(quiet)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            handler.removeFilter(quiet)
+            for one in filters:
+                handler.removeFilter(one)
 
 
 class _SignalGate:
