@@ -30,6 +30,7 @@ demo: $(STAMP)
 
 # The data pipeline's CPU path under DVC (the tiny set: prepare, then rephrase with the tiny model)
 data: $(STAMP)
+	$(BIN)/corewarding data track tiny
 	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 $(BIN)/dvc repro rephrase@tiny
 
 # two test processes, one torch thread each (tests and their subprocesses), so 2 cores are not oversubscribed

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.repo import clone_project, dvc_bin, run_dvc
+from tests.support.repo import clone_project, dvc_bin, run_dvc, track_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,6 +78,8 @@ def test_dvc_repro_of_the_tiny_set_then_noop_then_only_rephrase_reruns(tmp_path:
     if not dvc_bin().exists():
         pytest.skip("dvc is not installed in this environment")
     clone = clone_project(tmp_path)
+    assert "@" not in run_dvc(clone, "status")  # a fresh clone's DVC knows no data set and no cell
+    track_data(clone, "tiny")
     first = run_dvc(clone, "repro", "rephrase@tiny")
     assert "Running stage 'prepare@tiny'" in first and "Running stage 'rephrase@tiny'" in first
     assert len(pq.read_table(clone / "data/tiny/train_rephrased.parquet")) == 64
@@ -116,6 +118,7 @@ def test_dvc_prepare_reads_a_local_file_and_a_failed_rerun_keeps_the_good_output
     config.write_text(local)
 
     # Offline from a local copy: the stage reads the file named in its params, no Hub.
+    track_data(clone, "math500")
     run_dvc(clone, "repro", "prepare@math500")
     output = clone / "data/math500/test.parquet"
     prepared = output.read_bytes()

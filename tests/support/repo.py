@@ -16,7 +16,7 @@ _FIXED_DATE = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": 
 def clone_project(tmp_path: Path) -> Path:
     """Copy the working tree's tracked and unignored files into a fresh git repository.
 
-    Not ``dvc.lock``: it is the checkout's own record of what it ran (untracked), and a test builds its own.
+    ``dvc.lock`` as git tracks it (empty), not this checkout's own record of what it ran: a test builds its own.
     """
     listing = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
@@ -26,6 +26,9 @@ def clone_project(tmp_path: Path) -> Path:
         if (REPO / name).is_file() and name != "dvc.lock":
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, clone / name)
+    tracked_lock = subprocess.run(["git", "show", ":dvc.lock"], cwd=REPO, capture_output=True, check=False)
+    if tracked_lock.returncode == 0:
+        (clone / "dvc.lock").write_bytes(tracked_lock.stdout)
     _seed_demo_tiny_model(clone)
     for cmd in (
         ["git", "init", "-q"],
@@ -53,6 +56,13 @@ def _seed_demo_tiny_model(clone: Path) -> None:
 
 def dvc_bin() -> Path:
     return Path(sys.executable).parent / "dvc"
+
+
+def track_data(clone: Path, *sets: str) -> None:
+    """``corewarding data track SETS`` in ``clone``: DVC knows a set's stages once params.yaml lists them."""
+    done = subprocess.run([sys.executable, "-m", "corewarding.cli", "data", "track", *sets], cwd=clone,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def run_dvc(clone: Path, *args: str) -> str:

@@ -14,7 +14,7 @@ from corewarding import CHECKOUT
 from corewarding.config import ConfigError, compose_config
 from corewarding.data.rephrase.importer import release_paths
 from corewarding.matrix import load_matrix
-from corewarding.pipeline import dvc, steps
+from corewarding.pipeline import dvc, dvc_lock, steps
 from corewarding.pipeline.cells import (
     Selection,
     all_data_stages,
@@ -91,11 +91,13 @@ def test_co_rewarding_1_paper_cells_default_to_the_released_rephrasings(dataset:
     assert (dvc_entry(fresh)["data"], dvc_entry(fresh)["paired_data"]) == (
         f"data/{dataset}/train_original.parquet", f"data/{dataset}/train_rephrased.parquet",
     )  # fmt: skip
-    # The stages named exist in dvc.yaml and write exactly the files the cell reads.
+    # The stages named get their params.yaml entries, and dvc.yaml's stage writes exactly the files the cell reads.
+    entries = dvc.data_stage_entries(data_stages(default) + data_stages(fresh))
+    assert dataset in entries["import_rephrased"] and dataset in entries["rephrase"]
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    assert dataset in stages["import_rephrased"]["foreach"] and dataset in stages["rephrase"]["foreach"]
+    assert stages["import_rephrased"]["foreach"] == "${data_stages.import_rephrased}"
     outs = [next(iter(o)) for o in stages["import_rephrased"]["do"]["outs"]]
-    release_files = {o.replace("${item}", dataset) for o in outs}
+    release_files = {o.replace("${key}", dataset) for o in outs}
     assert {dvc_entry(default)["data"], dvc_entry(default)["paired_data"]} <= release_files
     # The import writes where the cell reads (datasource.release_dir = the dataset's release folder).
     data_cfg = compose_config([f"datasource={dataset}", "rephrase=release"], "data")
@@ -190,18 +192,53 @@ def test_a_malformed_matrix_file_is_an_error_naming_the_file_and_key(tmp_path: P
         assert "bad.yaml" in str(caught.value)
 
 
-def test_the_dvc_record_of_local_runs_is_not_tracked_and_dvc_yaml_parses_without_it() -> None:
-    """`pipeline run` lists its cells in params.yaml and records their stages in dvc.lock: both are the checkout's
-    own record, not tracked by git (a run never changes a tracked file, which would change the code version that a
-    worker compares; params.yaml is ignored, dvc.lock cannot be: DVC refuses an ignored lock), and dvc.yaml
-    declares an empty cell list for a checkout that has none yet."""
+def test_the_dvc_record_of_local_runs_stays_out_of_git_status_and_dvc_yaml_parses_without_it(tmp_path: Path) -> None:
+    """`pipeline run` lists its cells and data sets in params.yaml and records their stages in dvc.lock: both are the
+    checkout's own record (a run never changes what git shows, which would change the code version that a worker
+    compares). params.yaml is ignored; dvc.lock cannot be (DVC refuses an ignored lock), so git tracks it empty and
+    the first dvc call marks it skip-worktree. dvc.yaml declares empty lists for a checkout that has none yet."""
     ignored = subprocess.run(["git", "check-ignore", "params.yaml", "dvc.lock"], cwd=CHECKOUT, capture_output=True,
                              text=True, check=False).stdout.split()  # fmt: skip
     assert ignored == ["params.yaml"]
-    tracked = subprocess.run(["git", "ls-files", "params.yaml", "dvc.lock"], cwd=CHECKOUT, capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
-    assert tracked == ""
-    assert yaml.safe_load((CHECKOUT / "dvc.yaml").read_text())["vars"] == [{"cells": {}}]
+    tracked = subprocess.run(["git", "show", ":dvc.lock"], cwd=CHECKOUT, capture_output=True, text=True, check=True)
+    assert yaml.safe_load(tracked.stdout) == {"schema": "2.0", "stages": {}}
+    assert yaml.safe_load((CHECKOUT / "dvc.yaml").read_text())["vars"] == [
+        {"cells": {}}, {"data_stages": {"prepare": {}, "rephrase": {}, "import_rephrased": {}}}
+    ]
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "dvc.lock").write_text(tracked.stdout)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for cmd in (["init", "-q"], ["add", "dvc.lock"], ["commit", "-qm", "c"]):
+        subprocess.run([*git, *cmd], cwd=repo, check=True)
+    dvc_lock.keep_local(repo)
+    dvc_lock.keep_local(repo)  # once marked, left as it is
+    (repo / "dvc.lock").write_text("schema: '2.0'\nstages:\n  train@a: {cmd: x}\n")
+    shown = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True)
+    assert shown.stdout == ""
+    flags = subprocess.run(["git", "ls-files", "-v"], cwd=repo, capture_output=True, text=True, check=True)
+    assert flags.stdout == "S dvc.lock\n"
+
+
+def test_data_stages_are_listed_with_their_upstream_prepare_and_an_unknown_set_is_named(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    assert dvc.add_data_stages(params, ["import_rephrased@math", "prepare@math_test", "tiny_data"])
+    listed = yaml.safe_load(params.read_text())["data_stages"]
+    assert listed == {
+        "prepare": {"math": {"split": "train"}, "math_test": {"split": "test"}},
+        "rephrase": {},
+        "import_rephrased": {"math": {"release": "TMLR-Group-HF/Co-rewarding-RephrasedMATH"}},
+    }
+    assert not dvc.add_data_stages(params, ["prepare@math"])  # already listed: the file is left as it is
+    assert dvc.add_data_stages(params, ["rephrase@tiny"])
+    assert yaml.safe_load(params.read_text())["data_stages"]["rephrase"] == {"tiny": {"rephraser": "transformers_tiny"}}
+    before = params.read_text()
+    with pytest.raises(dvc.DvcError, match="prepare@nope: unknown datasource 'nope'"):
+        dvc.add_data_stages(params, ["prepare@nope"])
+    with pytest.raises(dvc.DvcError, match="math500.yaml names no rephraser"):
+        dvc.add_data_stages(params, ["rephrase@math500"])
+    assert params.read_text() == before
 
 
 def test_a_malformed_params_file_is_an_error_naming_it(tmp_path: Path) -> None:

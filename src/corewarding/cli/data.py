@@ -1,4 +1,5 @@
-"""``corewarding data ...``: prepare, rephrase and import-rephrased, each composing configs/data.yaml."""
+"""``corewarding data ...``: prepare, rephrase and import-rephrased, each composing configs/data.yaml; track lists a
+set's DVC stages."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.config import compose_config, load_group_option
+from corewarding.pipeline.dvc import DVC_PARAMS, add_data_stages, is_dvc_repo
 from corewarding.tiny.data import write_tiny_dataset
 
 DATA_EXAMPLES = """examples:
@@ -16,6 +18,7 @@ DATA_EXAMPLES = """examples:
   corewarding data prepare math500 datasource.local_file=../shared/data/benchmarks/math500/test.jsonl
   corewarding data rephrase tiny
   corewarding data import-rephrased math --pairs ../shared/data/upstream/math/train_pairs.parquet
+  corewarding data track math && dvc repro import_rephrased@math   # DVC knows a set's stages once listed
 """
 
 
@@ -77,6 +80,25 @@ def _tiny(args: argparse.Namespace) -> int:
     return 0
 
 
+def _track(args: argparse.Namespace) -> int:
+    if not is_dvc_repo(Path.cwd()):
+        print(f"error: {Path.cwd()} is not the checkout's root (no .dvc/ and dvc.yaml here)", file=sys.stderr)
+        return 2
+    stages: list[str] = []
+    for name in args.names:
+        try:
+            source = load_group_option("datasource", name).datasource
+        except KeyError as exc:
+            print(f"error: {exc.args[0]}", file=sys.stderr)
+            return 2
+        stages.append(f"prepare@{name}")
+        stages += [f"rephrase@{name}"] if source.get("rephraser") else []
+        stages += [f"import_rephrased@{name}"] if source.get("rephrased_release") else []
+    changed = add_data_stages(Path(DVC_PARAMS), stages)
+    print(f"{DVC_PARAMS}: {'listed' if changed else 'already lists'} {', '.join(stages)}")
+    return 0
+
+
 def add_subcommands(sub: Any) -> None:
     """Register ``data prepare|rephrase|import-rephrased`` on the top-level subparsers."""
     data = sub.add_parser(
@@ -100,6 +122,9 @@ def add_subcommands(sub: Any) -> None:
     imp.add_argument("--original", help="aligned verl parquet of the originals (with --rewrite)")
     imp.add_argument("--rewrite", help="aligned verl parquet of the rewrites (with --original)")
     imp.set_defaults(func=_import)
+    track = data.add_parser("track", help="list sets' DVC stages in params.yaml, so `dvc repro prepare@SET` finds them")
+    track.add_argument("names", nargs="+", help="datasources: math, dapo14k, ..., tiny (configs/datasource/)")
+    track.set_defaults(func=_track)
     tiny = data.add_parser("tiny", help="write the demo's generated training set (dataset=tiny) where it trains from")
     tiny.add_argument("overrides", nargs="*", help="training-config overrides, e.g. paths.artifacts_dir=DIR")
     tiny.set_defaults(func=_tiny)

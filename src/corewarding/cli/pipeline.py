@@ -15,6 +15,7 @@ from corewarding.matrix import load_matrix
 from corewarding.pipeline import steps
 from corewarding.pipeline.cells import (
     CellPlan,
+    all_data_stages,
     data_stages,
     dvc_entry,
     path_overrides,
@@ -22,7 +23,7 @@ from corewarding.pipeline.cells import (
     plan_cells,
     selected_cells,
 )
-from corewarding.pipeline.dvc import add_cells_to_params
+from corewarding.pipeline.dvc import add_cells_to_params, add_data_stages
 from corewarding.pipeline.job_checks import STORE_VARIABLE, JobRefused, check_overrides
 from corewarding.pipeline.pool_checks import (
     PoolError,
@@ -143,6 +144,7 @@ def _cells(args: argparse.Namespace) -> int:
         print(json.dumps({"cell_id": plan.cell_id, "data_stages": data_stages(plan), **dvc_entry(plan)}))
     if args.write:
         add_cells_to_params(settings.params_file, plans)
+        add_data_stages(settings.params_file, all_data_stages(plans))
     return 0
 
 
@@ -255,7 +257,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.set_defaults(func=_run)
     cells = pipeline.add_parser("cells", help="the selected cells, their data stages and DVC entries")
     _add_selection(cells)
-    cells.add_argument("--write", action="store_true", help="add them to params.yaml (the DVC cell list)")
+    cells.add_argument("--write", action="store_true", help="add them and their data stages to params.yaml (what DVC knows)")
     cells.set_defaults(func=_cells)
 
     cell = sub.add_parser("cell", help="one step of one matrix cell (the DVC stages call these)").add_subparsers(

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 from ruamel.yaml import YAML
 
+from corewarding.config import load_group_option
 from corewarding.files import atomic_path
 from corewarding.pipeline import dvc_lock
 from corewarding.pipeline.cells import CellPlan, dvc_entry
@@ -64,6 +65,7 @@ def run_dvc(root: Path, *args: str, timeout: float | None = None) -> str:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = [dvc_executable(), *args]
     what = f"`dvc {' '.join(args)}`"
+    dvc_lock.keep_local(root)
     before = _check_and_back_up(root, what)
     # Output to a file, not a pipe: a child that outlives us (we were killed) must not die writing to a closed pipe.
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
@@ -135,19 +137,25 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def repro_stages(root: Path, stages: Sequence[str]) -> str:
-    """``dvc repro STAGES`` (with their upstream stages); nothing to do when no stage is named."""
+    """``dvc repro STAGES`` (with their upstream stages), listed in ``params.yaml`` first; nothing to do when no
+    stage is named."""
     if not stages:
         log.info("no data stage needed")
         return ""
+    add_data_stages(root / DVC_PARAMS, stages)
     log.info("dvc repro %s", " ".join(stages))
     return run_dvc(root, "repro", *stages)
 
 
+DVC_PARAMS = "params.yaml"  # the file whose keys dvc.yaml's `foreach` reads (DVC's default params file)
 PARAMS_HEADER = """\
-# This checkout's record of the matrix cells that `dvc repro` trains and evaluates (dvc.yaml's train@<cell_id> and
-# evaluate@<cell_id> stages iterate over `cells`); not tracked by git, like dvc.lock. `corewarding pipeline run` adds
-# the cells it runs; `corewarding pipeline cells --matrix demo --write` adds cells without running them.
+# This checkout's record of what `dvc repro` and `dvc status` know: the matrix cells (dvc.yaml's train@<cell_id> and
+# evaluate@<cell_id> stages iterate over `cells`) and the data sets (`data_stages`); not tracked by git. `corewarding
+# pipeline run` adds the cells and data sets it runs; `corewarding pipeline cells --matrix demo --write` adds cells
+# without running them, `corewarding data track SET` a data set's stages.
 """
+# The data stages of dvc.yaml that iterate over params.yaml's `data_stages.<name>`, and each one's entry for a set
+DATA_STAGES = ("prepare", "rephrase", "import_rephrased")
 
 
 def _load_yaml(path: Path) -> Any:
@@ -159,6 +167,74 @@ def _load_yaml(path: Path) -> Any:
         raise DvcError(f"{path}: not valid YAML: {exc}") from exc
 
 
+def _load_params(params_file: Path) -> dict[str, Any]:
+    data = _load_yaml(params_file)
+    if not isinstance(data, dict):
+        raise DvcError(f"{params_file}: expected a mapping with 'cells' and 'data_stages' keys")
+    return data
+
+
+def _write_params(params_file: Path, data: dict[str, Any]) -> None:
+    new = not params_file.is_file()
+    with atomic_path(params_file, durable=True) as tmp, tmp.open("w") as handle:  # whole or not at all
+        if new:
+            handle.write(PARAMS_HEADER)
+        YAML().dump(data, handle)
+
+
+def data_stage_entries(stages: Iterable[str]) -> dict[str, dict[str, dict[str, str]]]:
+    """``{stage name: {set: entry}}`` for the named data stages (``prepare@math``, ...) and the ``prepare@`` stage
+    each one reads, from the sets' ``configs/datasource/<set>.yaml``; other stages (``tiny_data``) need no entry."""
+    entries: dict[str, dict[str, dict[str, str]]] = {name: {} for name in DATA_STAGES}
+    for stage in stages:
+        name, _, key = stage.partition("@")
+        if name not in DATA_STAGES or not key:
+            continue
+        try:
+            source = load_group_option("datasource", key).datasource
+        except KeyError as exc:
+            raise DvcError(f"data stage {stage}: {exc.args[0]}") from None
+        entries["prepare"][key] = {"split": str(source.split)}
+        if name == "rephrase":
+            if not source.get("rephraser"):
+                raise DvcError(f"data stage {stage}: configs/datasource/{key}.yaml names no rephraser")
+            entries["rephrase"][key] = {"rephraser": str(source.rephraser)}
+        if name == "import_rephrased":
+            if not source.get("rephrased_release"):
+                raise DvcError(f"data stage {stage}: configs/datasource/{key}.yaml names no rephrased_release")
+            entries["import_rephrased"][key] = {"release": str(source.rephrased_release)}
+    return entries
+
+
+def add_data_stages(params_file: Path, stages: Iterable[str]) -> bool:
+    """List the data stages (and the ``prepare@`` stages they read) under ``params_file: data_stages``, so ``dvc
+    repro``/``dvc status`` know them; a set's stages exist for DVC only once listed. True if the file changed."""
+    wanted = data_stage_entries(stages)
+    if not any(wanted.values()):
+        return False
+    data = _load_params(params_file)
+    listed = data.get("data_stages")
+    if listed is None:
+        listed = data["data_stages"] = {}
+    if not isinstance(listed, dict):
+        raise DvcError(f"{params_file}: 'data_stages' must map {', '.join(DATA_STAGES)} to their sets")
+    changed = False
+    for name, sets in wanted.items():
+        have = listed.get(name)
+        if have is None:
+            have = listed[name] = {}
+        if not isinstance(have, dict):
+            raise DvcError(f"{params_file}: 'data_stages.{name}' must map set names to their entries")
+        for key, entry in sets.items():
+            if dict(have.get(key) or {}) != entry:
+                have[key] = entry
+                changed = True
+    if changed:
+        _write_params(params_file, data)
+        log.info("%s: listed data stages %s for dvc", params_file, ", ".join(sorted(set(stages))))
+    return changed
+
+
 def add_cells_to_params(
     params_file: Path, plans: Sequence[CellPlan], trained: Iterable[str] = (), evaluated: Iterable[str] = ()
 ) -> bool:
@@ -168,9 +244,7 @@ def add_cells_to_params(
     ``trained`` and ``eval_args`` of one in ``evaluated`` (steps that ran now, with this run's overrides).
     """
 
-    data = _load_yaml(params_file)
-    if not isinstance(data, dict):
-        raise DvcError(f"{params_file}: expected a mapping with a 'cells' key")
+    data = _load_params(params_file)
     if data.get("cells") is None:
         data["cells"] = {}
     cells = data["cells"]
@@ -189,11 +263,7 @@ def add_cells_to_params(
             cells[plan.cell_id] = entry
             changed = True
     if changed:
-        new = not params_file.is_file()
-        with atomic_path(params_file, durable=True) as tmp, tmp.open("w") as handle:  # whole or not at all
-            if new:
-                handle.write(PARAMS_HEADER)
-            YAML().dump(data, handle)
+        _write_params(params_file, data)
         log.info("%s: listed %d cell(s) for dvc", params_file, len(plans))
     return changed
 

@@ -5,11 +5,15 @@ empty or cut, and every later ``dvc`` command then refuses the repository. So be
 keeps a copy of the lock (in memory and in ``.dvc/tmp``); a call that was killed gets that copy back, and a lock
 found broken before a call (a kill of both processes) is moved aside to ``dvc.lock.corrupt-<time>`` and replaced by
 the last copy when there is one (DVC records the missing stages again when they next run).
+
+Git tracks ``dvc.lock`` empty (DVC refuses a git-ignored lock); what DVC writes into it is this checkout's own record,
+like ``params.yaml``, so before the first write git is told to leave it out of ``git status`` (``keep_local``).
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +31,21 @@ LOCK = "dvc.lock"
 BACKUP = Path(".dvc/tmp/corewarding-dvc.lock.backup")  # .dvc/tmp is DVC's own git-ignored scratch folder
 REPO_LOCK = Path(".dvc/tmp/lock")  # the lock every dvc command takes (zc.lockfile)
 BUSY_WAIT_S = 3.0  # as long as dvc itself waits for it
+
+
+def keep_local(root: Path) -> None:
+    """Mark a tracked ``dvc.lock`` skip-worktree, once: git then leaves this checkout's records out of ``git status``
+    and ``git diff`` (undo: ``git update-index --no-skip-worktree dvc.lock``). Nothing happens outside a git checkout
+    or where the lock is untracked."""
+    git = ["git", "-C", str(root)]
+    try:
+        listed = subprocess.run([*git, "ls-files", "-v", "--", LOCK], capture_output=True, text=True, timeout=30)
+        if listed.returncode == 0 and listed.stdout.startswith("H "):  # tracked, and not yet marked (S)
+            subprocess.run([*git, "update-index", "--skip-worktree", "--", LOCK], check=True, timeout=30,
+                           capture_output=True)  # fmt: skip
+            log.info("%s: this checkout's DVC record; git leaves it out of `git status` (skip-worktree)", LOCK)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("could not mark %s skip-worktree (%s); `git status` will list it as changed", LOCK, exc)
 
 
 class RepoBusy(RuntimeError):
