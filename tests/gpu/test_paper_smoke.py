@@ -3,6 +3,7 @@ MATH, on one GPU, with a small batch, so a lab sees every method's real path (vL
 a checkpoint, the rotation) before it spends days on the matrix. About 2-4 minutes per method on one 80 GB GPU.
 
 Needs the Hub (or a filled cache) for the model, and MATH prepared and its released rephrasings imported:
+`corewarding data track math math_test`, then
 `dvc repro prepare@math prepare@math_test import_rephrased@math`; skipped with that reason otherwise.
 """
 
@@ -19,6 +20,7 @@ from corewarding.training.verl.launch import train_verl
 
 pytestmark = [pytest.mark.requires_gpu, pytest.mark.requires_vllm, pytest.mark.slow]
 
+PREPARE = "corewarding data track math math_test && dvc repro prepare@math prepare@math_test import_rephrased@math"
 PAPER_METHODS = [
     "gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1", "co_rewarding_2", "co_rewarding_3",
 ]  # fmt: skip
@@ -46,7 +48,7 @@ def test_two_steps_on_the_smallest_paper_model(method: str, tmp_path: Path, fres
         needed += [cfg.dataset.original_files, cfg.dataset.rephrased_files]
     missing = [f for f in needed if not Path(f).is_file()]
     if missing:
-        pytest.skip(f"needs {', '.join(missing)}: dvc repro prepare@math prepare@math_test import_rephrased@math")
+        pytest.skip(f"needs {', '.join(missing)}: {PREPARE}")
     run = train_verl(cfg)
     rows = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward_mean" in r] == [1, 2]

@@ -28,7 +28,7 @@ STAGE_COMMANDS = {
     "tiny_data": "corewarding data tiny",
 }
 STAGE_NOTES = {
-    "prepare": "downloads the set from the Hub",
+    "prepare": "a Hub download",
     "import_rephrased": "downloads the paper's released rephrasings from the Hub",
     "rephrase": "Qwen3-32B on vLLM: GPUs",
     "tiny_data": "CPU, seconds; the trainer also makes them",
@@ -38,13 +38,14 @@ STAGE_NOTES = {
 def stage_command(stage: str) -> str:
     """``corewarding ...`` (or ``dvc repro STAGE``) for a data stage, with what it needs.
 
-    >>> print(stage_command("prepare@math"))
-    corewarding data prepare math  (or: dvc repro prepare@math; downloads the set from the Hub)
+    >>> print(stage_command("prepare@amc"))
+    corewarding data prepare amc  (or: corewarding data track amc && dvc repro prepare@amc; a Hub download)
     """
     name, _, key = stage.partition("@")
     if name not in STAGE_COMMANDS:
         return f"dvc repro {stage}" if stage else "no DVC stage makes it: make it yourself"
-    return f"{STAGE_COMMANDS[name].format(key=key)}  (or: dvc repro {stage}; {STAGE_NOTES[name]})"
+    dvc = f"dvc repro {stage}" if name == "tiny_data" else f"corewarding data track {key} && dvc repro {stage}"
+    return f"{STAGE_COMMANDS[name].format(key=key)}  (or: {dvc}; {STAGE_NOTES[name]})"
 
 
 @dataclass(frozen=True)
