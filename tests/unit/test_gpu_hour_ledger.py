@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from corewarding.config import compose_config
 from corewarding.results import ledger, schema, store
 from corewarding.results.ingest import ingest
+from corewarding.results.report import build_report
 from corewarding.results.runs import RunFolderError
 from corewarding.training import run_record
 
@@ -70,6 +71,12 @@ def test_a_verl_run_records_four_gpus_and_its_phases(tmp_path: Path) -> None:
     assert stored == ("cuda", 4, pytest.approx(compute["gpu_hours"]))
     assert per_model.to_dict("records")[0]["gpu_hours"] == pytest.approx(compute["gpu_hours"], abs=1e-4)
     assert paper["runs"] == 1 and paper["gpu_hours"] == pytest.approx(compute["gpu_hours"], abs=1e-4)
+    # the report sums the ledger per method and model, and names the dry run whose estimate goes beside it
+    page = build_report(db, "paper")
+    section = page[page.index('<h2 id="gpu-hours">') :]
+    assert f"{compute['gpu_hours']:.2f} GPU-hours" in section and "1 run(s) of 1 of its 66 cells" in section
+    assert "<td>co_rewarding_2</td><td>qwen3-8b-base</td><td>1</td><td>0</td>" in section
+    assert "corewarding pipeline run --matrix paper --dry-run" in section
 
     # a resume of the same configuration adds a session and keeps the first; a new configuration starts afresh
     run_dir = tmp_path / "runs" / CELL

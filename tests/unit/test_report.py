@@ -83,7 +83,15 @@ def test_co_rewarding_3_cells_are_listed_without_a_paper_value_never_as_failures
     measured = re.findall(r"<td>(\S+ \S+ @\d+ = \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\])</td>", section)
     assert len(measured) >= 5, section[:2000]
     flagged = report.split('id="flagged"', 1)[1].split("<h2", 1)[0] if 'id="flagged"' in report else ""
-    assert "co_rewarding_3" not in flagged and "<td>co_rewarding_3</td>" not in report.split("By benchmark")[1]
+    compared = report.split("By benchmark")[1].split('<h2 id="gpu-hours">')[0]  # the cost section lists every method
+    assert "co_rewarding_3" not in flagged and "<td>co_rewarding_3</td>" not in compared
+
+
+def test_the_cost_section_counts_runs_without_a_ledger_apart(report: str) -> None:
+    """Synthetic runs keep no GPU-hour ledger: the section counts them as unrecorded, never as zero hours."""
+    section = report.split('<h2 id="gpu-hours">GPU-hours (measured)</h2>', 1)[1]
+    assert "72 run(s) predate the ledger and are counted apart" in section
+    assert "<td>co_rewarding_3</td><td>qwen3-8b-base</td><td>2</td><td>2</td>" in section
 
 
 def test_a_cell_outside_its_interval_is_flagged(store: Path, report: str) -> None:

@@ -21,7 +21,7 @@ import duckdb
 import pandas as pd
 
 from corewarding.matrix import Cell, load_matrix, matrix_of
-from corewarding.results import plots
+from corewarding.results import ledger, plots
 from corewarding.results.attempts import failed_cells, failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import (
@@ -32,6 +32,7 @@ from corewarding.results.read import (
     runs_without_paper_value,
 )
 from corewarding.results.released_read import released_comparison, unaudited
+from corewarding.results.report_cost import cost_section
 from corewarding.results.report_html import num as _num
 from corewarding.results.report_html import table as _table
 from corewarding.results.report_released import released_section
@@ -68,6 +69,8 @@ class ReportData:
     released: pd.DataFrame = field(default_factory=pd.DataFrame)  # paper · released · reproduced (released_read)
     unaudited: pd.DataFrame = field(default_factory=pd.DataFrame)  # released checkpoints whose audit failed
     failed: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells whose newest attempt failed (attempts.py)
+    cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # measured GPU-hours per method and model (ledger.py)
+    cost_total: dict[str, str | float | int] = field(default_factory=dict)  # ledger.matrix_gpu_hours
 
 
 def _verdict(frame: pd.DataFrame) -> pd.Series:
@@ -136,6 +139,7 @@ def collect(
     unpaired.loc[unpaired["cell_id"].isin(failures["cell_id"]), "status"] = FAILED
     released = released_comparison(con, [c.cell_id for c in cells], checker)
     failed = unaudited(con, [c.cell_id for c in cells])
+    cost = ledger.gpu_hours(con, ("method", "base_model"), [c.cell_id for c in cells])
     log.info(
         "report: %d paper cells, %d runs, %d collapse events, %d released scores",
         len(comparison), len(runs), len(events), len(released),
@@ -155,6 +159,8 @@ def collect(
         released,
         failed,
         failures,
+        cost,
+        ledger.matrix_gpu_hours(con, matrix),
     )
 
 
@@ -422,6 +428,7 @@ def render(data: ReportData) -> str:
     body += _unpaired_section(data.unpaired)
     body += released_section(data.released, data.unaudited)
     body += _collapse_section(data)
+    body += cost_section(data.cost, data.cost_total)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Reproduction report: {escape(data.matrix)}</title><style>{STYLE}</style></head>"
