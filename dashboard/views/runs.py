@@ -76,8 +76,9 @@ def filtered(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def group_summary(shown: pd.DataFrame, field: str) -> pd.DataFrame:
-    """Per value of ``field``: runs, finished, collapsed, and the means of last step, last validation accuracy and
-    training hours, rounded to 3 decimals (rewards are left out: their units differ between methods)."""
+    """Per value of ``field``: runs, finished, collapsed, the means of last step, last validation accuracy and
+    training hours, and the summed GPU-hours of the runs with a ledger (``without_ledger`` counts the others), rounded
+    to 3 decimals (rewards are left out: their units differ between methods)."""
     summary = shown.groupby(field).agg(
         runs=("run_id", "count"),
         finished=("status", lambda s: int((s == "finished").sum())),
@@ -85,8 +86,18 @@ def group_summary(shown: pd.DataFrame, field: str) -> pd.DataFrame:
         mean_last_step=("last_step", "mean"),
         mean_last_val_acc=("last_val_acc", "mean"),
         mean_train_hours=("wall_hours", "mean"),
+        gpu_hours=("gpu_hours", lambda s: s.sum(min_count=1)),
+        without_ledger=("gpu_hours", lambda s: int(s.isna().sum())),
     )
     return summary.round(3).reset_index()
+
+
+def spent(shown: pd.DataFrame) -> str:
+    """The GPU-hours the shown runs' ledgers record, and how many runs keep none (never counted as zero)."""
+    without = int(shown["gpu_hours"].isna().sum())
+    total = f"{shown['gpu_hours'].sum():.2f} GPU-hours measured" if without < len(shown) else "No GPU-hours recorded"
+    rest = f"; {without} run(s) without a ledger, not counted" if without else ""
+    return f"{total} for the runs shown{rest}. Estimate what is left: `corewarding pipeline run --dry-run`."
 
 
 require_store()
@@ -95,6 +106,7 @@ runs = with_metrics(stored_runs())
 shown = filtered(runs)
 group = st.radio("Group by", list(GROUP_BY), horizontal=True, key="group", bind="query-params")
 st.caption(f"{len(shown)} of {len(runs)} runs. Open a run with its link; tick two or more rows to compare them.")
+st.caption(spent(shown))
 if GROUP_BY[group]:
     field = str(GROUP_BY[group])
     table(group_summary(shown, field), f"runs-by-{field}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -43,7 +44,7 @@ def test_the_run_table_filters_and_groups(app: AppTest) -> None:
     grouped = app.dataframe[0].value
     assert len(grouped) == 6 and grouped["runs"].sum() == 12
     numbers = grouped.select_dtypes("number")
-    assert (numbers.round(3) == numbers).all().all()  # rounded to 3 decimals
+    assert ((numbers.round(3) == numbers) | numbers.isna()).all().all()  # rounded to 3 decimals (no ledger: NaN)
 
 
 def test_two_runs_compared_list_the_differing_keys_first(app: AppTest) -> None:
@@ -112,3 +113,22 @@ def test_compare_names_a_run_ingested_before_configs_were_kept(
     app = render(AppTest.from_file(APP, default_timeout=60), "views/compare.py", a=CELL, b="gt_grpo__qwen2.5-3b__math")
     assert "No config stored for gt\\_grpo\\_\\_qwen2\\.5\\-3b\\_\\_math@" in app.warning[-1].value
     assert "results ingest" in app.warning[-1].value and "" not in set(app.dataframe[1].value["key"])
+
+
+def test_the_run_table_sums_gpu_hours_per_group_and_counts_runs_without_a_ledger(
+    synthetic_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ledger.duckdb"
+    shutil.copy(synthetic_store, db)
+    with writer(db) as con:  # the synthetic runs keep no ledger; give co_rewarding_1's two runs 1.25 GPU-hours each
+        con.execute("UPDATE runs SET gpu_hours = 1.25 WHERE method = 'co_rewarding_1'")
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/runs.py", group="method")
+    grouped = app.dataframe[0].value.set_index("method")
+    assert grouped.loc["co_rewarding_1", "gpu_hours"] == 2.5 and grouped.loc["co_rewarding_1", "without_ledger"] == 0
+    assert pd.isna(grouped.loc["gt_grpo", "gpu_hours"]) and grouped.loc["gt_grpo", "without_ledger"] == 2  # not 0 h
+    spent = [c.value for c in app.caption if "GPU-hours" in c.value]
+    assert spent == [
+        "2.50 GPU-hours measured for the runs shown; 10 run(s) without a ledger, not counted. "
+        "Estimate what is left: `corewarding pipeline run --dry-run`."
+    ]
