@@ -4,19 +4,17 @@ EMA-smoothed over the faint raw curves, coloured by method, collapse onsets mark
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.settings_diff import spread
+from dashboard.chart_controls import export_buttons, y_axis_choices
 from dashboard.common import METHOD_COLOURS, plain, query, require_store, stored_runs, table
 from dashboard.curves_chart import (
     BANDS,
-    EXPORTS,
     GROUPS,
     PANELS,
     X_FIELDS,
@@ -24,7 +22,6 @@ from dashboard.curves_chart import (
     coinciding,
     curves_chart,
     eval_chart,
-    export,
     group_bands,
     grouped_chart,
     run_labels,
@@ -88,33 +85,6 @@ def refresh_from_sidebar() -> float | None:
     )  # fmt: skip
     every = st.sidebar.number_input("Every (seconds)", 2, 3600, 30, key="every", bind="query-params", disabled=not live)
     return float(every) if live else None
-
-
-def y_axis_choices() -> YAxis:
-    """The y axis of every panel: log or linear, zoomed by scrolling or not, and an optional fixed range."""
-    log, zoom, low, high = st.columns([1, 1, 1, 1])
-    return YAxis(
-        log=log.toggle("Log y axis", key="log_y", bind="query-params", help="values at or below 0 are left out"),
-        zoom_y=zoom.toggle(
-            "Zoom y too", key="zoom_y", bind="query-params", help="scroll or drag a panel to zoom and pan its values"
-        ),
-        low=low.number_input("y from", value=None, key="y_min", bind="query-params", placeholder="each panel's own"),
-        high=high.number_input("y to", value=None, key="y_max", bind="query-params", placeholder="each panel's own"),
-    )
-
-
-def export_buttons(chart: alt.FacetChart, name: str) -> None:
-    """Buttons downloading ``chart`` as ``name.png`` and ``name.svg`` (drawn when clicked, not before)."""
-    for column, fmt in zip(st.columns(len(EXPORTS) + 4)[: len(EXPORTS)], EXPORTS, strict=True):
-        column.download_button(
-            f"Chart as {fmt.upper()}",
-            partial(export, chart, fmt),
-            file_name=f"{name}.{fmt}",
-            mime=EXPORTS[fmt],
-            key=f"export-{name}-{fmt}",
-            icon=":material/download:",
-            on_click="ignore",  # no rerun: the chart stays as it is, zoom included
-        )
 
 
 def refreshed(every: float | None) -> None:

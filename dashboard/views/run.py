@@ -6,11 +6,14 @@ paper scatter, or by its id (``?run=``); with neither, the newest run, written i
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import streamlit as st
 
 from corewarding.results.attempts import failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
+from dashboard.chart_controls import export_buttons, y_axis_choices
 from dashboard.common import plain, query, require_store, reward_unit, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
 from dashboard.released_table import SUBHEADER, hub_note, released_table
@@ -53,6 +56,11 @@ def facts(run: dict[str, object], metrics: pd.DataFrame) -> None:
     ]  # fmt: skip
     for column, (label, value, help_text) in zip(st.columns(len(cards)), cards, strict=True):
         column.metric(label, value, help=help_text)
+
+
+def file_name(run_id: str) -> str:
+    """A run id as a download's file name: letters, digits, dots and dashes; anything else an underscore."""
+    return re.sub(r"[^\w.-]", "_", run_id)
 
 
 def _number(value: object, digits: int = 3) -> str:
@@ -115,11 +123,14 @@ labels = run_labels(runs[runs["run_id"] == run_id])
 st.subheader("Training curves")
 curves = smooth(query("training_curves", [run_id], TRAINING_METRICS), 0.6)
 events = collapse_events(query("collapse_inputs", [run_id]), CollapseRules())
+y = y_axis_choices()  # the training and evaluation charts' y axes: log, zoom, a fixed range (in the URL)
 if curves.empty:
     st.info("This run logged no training metrics.")
 else:
     present = [m for m in TRAINING_METRICS if m in set(curves["metric"])]
-    st.altair_chart(curves_chart(curves, events, labels, present, "step", 4), width="stretch")
+    chart = curves_chart(curves, events, labels, present, "step", 4, y)
+    st.altair_chart(chart, width="stretch")
+    export_buttons(chart, f"training-curves-{file_name(run_id)}")
 
 st.subheader("Evaluation by checkpoint")
 checker = st.radio("Checker", ["math_verify", "strict"], horizontal=True, key="checker", bind="query-params")
@@ -127,7 +138,9 @@ evals = query("eval_curves", [run_id], checker)
 if evals.empty:
     st.info(f"No checkpoint of this run is evaluated under {checker}.")
 else:
-    st.altair_chart(eval_chart(evals, labels), width="stretch")
+    chart = eval_chart(evals, labels, y=y)
+    st.altair_chart(chart, width="stretch")
+    export_buttons(chart, f"evaluation-{file_name(run_id)}")
     table(evals, f"eval-{run_id}")
 
 steps = sorted(int(x) for x in evals["step"].dropna().unique()) if len(evals) else []

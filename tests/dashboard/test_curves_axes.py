@@ -41,6 +41,20 @@ def test_axis_choices_come_from_the_url_and_reach_the_chart(app: AppTest) -> Non
     assert spec["facet"]["sort"] == ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
 
 
+def test_the_run_page_has_the_same_axis_choices_and_exports(app: AppTest) -> None:
+    """The run page's training and evaluation charts take the y-axis choices from the URL and can be downloaded."""
+    app.query_params.update({"run": "co_rewarding_2__qwen2.5-7b__math", "log_y": "true", "y_min": "0.05"})
+    render(app, "views/run.py")
+    training, _ = chart(app, 0)
+    evaluation, _ = chart(app, 1)
+    assert _layers(training)[1]["encoding"]["y"]["scale"] == {"type": "log", "nice": False, "domainMin": 0.05}
+    assert any(layer["encoding"]["y"].get("scale", {}).get("type") == "log" for layer in _layers(evaluation))
+    buttons = [b.label for b in app.get("download_button")]
+    assert buttons[:4] == ["Chart as PNG", "Chart as SVG", "Chart as PNG", "Chart as SVG"], buttons
+    app.toggle(key="log_y").set_value(False).run()
+    assert _layers(chart(app, 0)[0])[1]["encoding"]["y"]["scale"]["type"] == "linear"
+
+
 def _read_at(app: AppTest) -> list[str]:
     return [c.value for c in app.caption if c.value.startswith("Read from the store at")]
 
