@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from corewarding.evaluation.external import missing_reason, run_external
+from corewarding.evaluation.external import ExternalBenchmark, RunSettings, missing_reason, run_external
 from corewarding.evaluation.outputs import settings_columns, write_unit_outputs
 from corewarding.evaluation.provenance import checker_settings, unit_settings
 from corewarding.evaluation.targets import Target
@@ -56,22 +56,15 @@ def evaluate_external_unit(
     options: dict[str, Any] = dict(OmegaConf.to_container(spec.options)) if spec.get("options") else {}  # type: ignore[arg-type]
     if backend == "hf":  # lm-eval's transformers backend runs where our transformers generation would
         options = {"device": str(cfg.generation.device), "dtype": str(cfg.generation.dtype), **options}
-    reason = missing_reason(name, backend=backend, options=options)
+    benchmark = ExternalBenchmark.from_spec(OmegaConf.to_container(spec, resolve=True))  # type: ignore[arg-type]
+    run = RunSettings(
+        backend=backend, seed=int(cfg.seed), limit=None if spec.limit is None else int(spec.limit), options=options
+    )
+    reason = missing_reason(benchmark, run)
     if reason is not None:
         log.warning("skipping %s: %s", name, reason)
         return UnitOutcome(target.step, name, "skipped", message=reason)
-    result = run_external(
-        name,
-        target.model_path,
-        paths.root / "tool_output",
-        backend=backend,
-        temperature=float(spec.temperature),
-        top_p=float(spec.top_p),
-        max_new_tokens=int(spec.max_new_tokens),
-        seed=int(cfg.seed),
-        limit=None if spec.limit is None else int(spec.limit),
-        options=options,
-    )
+    result = run_external(benchmark, target.model_path, paths.root / "tool_output", benchmark.sampling, run)
     rows = [
         {
             "step": target.step,

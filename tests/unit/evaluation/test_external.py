@@ -6,19 +6,32 @@ import importlib.util
 import itertools
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from corewarding.config import compose_config
-from corewarding.evaluation.external import BENCHMARKS, ToolMissing, missing_reason, run_external
+from corewarding.evaluation.external import (
+    TOOLS,
+    RunSettings,
+    ToolMissing,
+    external_benchmark,
+    external_benchmarks,
+    missing_reason,
+    run_external,
+)
 from corewarding.evaluation.external.crux import build_zeroeval_infer_command, parse_crux_row
 from corewarding.evaluation.external.livecodebench import build_lcb_command, find_lcb_eval_file, parse_lcb_eval
-from corewarding.evaluation.external.lm_eval_tasks import build_lm_eval_call, parse_lm_eval_results
+from corewarding.evaluation.external.lm_eval_tasks import build_lm_eval_call, lm_eval_task, parse_lm_eval_results
+from corewarding.lm.generation import SamplingSettings
 from corewarding.rows import SYSTEM_PROMPT
 
 HAS_LM_EVAL = importlib.util.find_spec("lm_eval") is not None
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
+# benchmark -> the tool its configs/benchmark YAML names (the `checker` column)
+EXTERNAL = {"ifeval": "lm_eval", "mmlu_pro": "lm_eval", "livecodebench_v6": "livecodebench", "crux": "zeroeval"}
+PAPER = SamplingSettings(n=1, temperature=0.8, top_p=1.0, max_new_tokens=3072)
 
 
 def _pairs(cmd: list[str]) -> dict[str, str]:
@@ -74,18 +87,25 @@ def test_crux_missing_names_zeroeval(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_code_tools_refuse_a_non_vllm_backend(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="generates with vllm"):
-        run_external("crux", "m", tmp_path, backend="hf")
+        run_external("crux", "m", tmp_path, settings=RunSettings(backend="hf"))
 
 
 # ---------------------------------------------------------------- Hydra configs
 
 
-@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_the_registry_reads_the_external_benchmarks_from_their_yaml() -> None:
+    found = external_benchmarks()
+    assert {name: b.tool for name, b in found.items()} == EXTERNAL and list(found) == list(EXTERNAL)
+    assert list(TOOLS) == ["lm_eval", "livecodebench", "zeroeval"]
+    assert all(b.sampling == PAPER for b in found.values())  # the paper's sampling, from each YAML
+
+
+@pytest.mark.parametrize("name", sorted(EXTERNAL))
 def test_benchmark_config_composes(name: str) -> None:
     cfg = compose_config([f"+benchmark={name}"])
     assert cfg.benchmark.name == name
     assert cfg.benchmark.kind == "external"
-    assert cfg.benchmark.tool == BENCHMARKS[name]
+    assert cfg.benchmark.tool == EXTERNAL[name]
     assert (cfg.benchmark.temperature, cfg.benchmark.max_new_tokens, cfg.benchmark.n) == (0.8, 3072, 1)
 
 
@@ -93,7 +113,7 @@ def test_benchmark_config_composes(name: str) -> None:
 
 
 def test_lm_eval_call_vllm_paper_settings() -> None:
-    call = build_lm_eval_call("ifeval", "/ckpt/global_step_100", seed=3)
+    call = build_lm_eval_call(lm_eval_task("ifeval"), "/ckpt/global_step_100", PAPER, RunSettings(seed=3))
     assert call["model"] == "vllm"
     assert call["model_args"] == {
         "pretrained": "/ckpt/global_step_100",
@@ -112,14 +132,15 @@ def test_lm_eval_call_vllm_paper_settings() -> None:
 
 def test_lm_eval_call_hf_options_and_greedy() -> None:
     call = build_lm_eval_call(
-        "mmlu_pro",
+        lm_eval_task("mmlu_pro"),
         "Qwen/Qwen3-4B-Base",
-        backend="hf",
-        temperature=0.0,
-        max_new_tokens=64,
-        limit=5,
-        system_prompt="",
-        options={"device": "cpu", "dtype": "float32", "num_fewshot": 0, "model_args": {"trust_remote_code": True}},
+        replace(PAPER, temperature=0.0, max_new_tokens=64),
+        RunSettings(
+            backend="hf",
+            limit=5,
+            system_prompt="",
+            options={"device": "cpu", "dtype": "float32", "num_fewshot": 0, "model_args": {"trust_remote_code": True}},
+        ),
     )
     assert call["model"] == "hf"
     assert call["model_args"] == {"pretrained": "Qwen/Qwen3-4B-Base", "dtype": "float32", "trust_remote_code": True}
@@ -127,7 +148,7 @@ def test_lm_eval_call_hf_options_and_greedy() -> None:
     assert call["gen_kwargs"] == {"do_sample": False, "temperature": 0.0, "top_p": 1.0, "max_gen_toks": 64}
     assert call["system_instruction"] is None and call["device"] == "cpu" and call["batch_size"] == 1
     with pytest.raises(ValueError, match="known: vllm, hf"):
-        build_lm_eval_call("ifeval", "m", backend="sglang")
+        build_lm_eval_call(lm_eval_task("ifeval"), "m", PAPER, RunSettings(backend="sglang"))
 
 
 def _ifeval_results() -> dict:
@@ -155,7 +176,7 @@ def _ifeval_results() -> dict:
 
 
 def test_parse_ifeval_score_is_the_mean_of_the_four() -> None:
-    metrics, stderr, n = parse_lm_eval_results("ifeval", _ifeval_results())
+    metrics, stderr, n = parse_lm_eval_results(lm_eval_task("ifeval"), _ifeval_results())
     assert metrics["score"] == pytest.approx((0.40 + 0.52 + 0.44 + 0.56) / 4) == pytest.approx(0.48)
     assert metrics["inst_level_loose_acc"] == 0.56 and metrics["prompt_level_strict_acc"] == 0.40
     assert stderr == {"prompt_level_strict_acc": 0.0211, "prompt_level_loose_acc": 0.0213}  # "N/A" left out
@@ -197,7 +218,7 @@ def _mmlu_pro_results() -> dict:
 
 
 def test_parse_mmlu_pro_group_accuracy() -> None:
-    metrics, stderr, n = parse_lm_eval_results("mmlu_pro", _mmlu_pro_results())
+    metrics, stderr, n = parse_lm_eval_results(lm_eval_task("mmlu_pro"), _mmlu_pro_results())
     assert metrics == {"accuracy": 0.25} and stderr == {"accuracy": 0.0818}
     assert n == 14 * 2  # the effective counts of the 14 subjects
 
@@ -206,20 +227,21 @@ def test_parse_lm_eval_errors_name_the_missing_key() -> None:
     raw = _ifeval_results()
     del raw["results"]["ifeval"]["inst_level_loose_acc,none"]
     with pytest.raises(ValueError, match=r"no key 'inst_level_loose_acc,none'"):
-        parse_lm_eval_results("ifeval", raw)
+        parse_lm_eval_results(lm_eval_task("ifeval"), raw)
     raw = _mmlu_pro_results()
     del raw["n-samples"]["mmlu_pro_law"]
     with pytest.raises(ValueError, match="no 'n-samples' count for mmlu_pro_law"):
-        parse_lm_eval_results("mmlu_pro", raw)
+        parse_lm_eval_results(lm_eval_task("mmlu_pro"), raw)
     with pytest.raises(ValueError, match="no entry for task 'mmlu_pro'"):
-        parse_lm_eval_results("mmlu_pro", _ifeval_results())
+        parse_lm_eval_results(lm_eval_task("mmlu_pro"), _ifeval_results())
 
 
 # ---------------------------------------------------------------- LiveCodeBench
 
 
 def test_lcb_command_hub_id_and_local_folder(tmp_path: Path) -> None:
-    cmd = build_lcb_command("Qwen/Qwen2.5-7B-Instruct")
+    sampling = external_benchmark("livecodebench_v6").sampling
+    cmd = build_lcb_command("Qwen/Qwen2.5-7B-Instruct", sampling)
     assert cmd[:3] == [sys.executable, "-m", "lcb_runner.runner.main"]
     flags = _pairs(cmd)
     assert flags["--model"] == "Qwen/Qwen2.5-7B-Instruct" and "--local_model_path" not in flags
@@ -232,8 +254,8 @@ def test_lcb_command_hub_id_and_local_folder(tmp_path: Path) -> None:
     )
     assert "--evaluate" in cmd and "--debug" not in cmd
     with pytest.raises(ValueError, match=r"set options\.lcb_model"):
-        build_lcb_command(str(tmp_path))
-    local = build_lcb_command(str(tmp_path), options={"lcb_model": "Qwen/Qwen2.5-7B-Instruct", "debug": True})
+        build_lcb_command(str(tmp_path), sampling)
+    local = build_lcb_command(str(tmp_path), sampling, {"lcb_model": "Qwen/Qwen2.5-7B-Instruct", "debug": True})
     assert _pairs(local)["--local_model_path"] == str(tmp_path.resolve()) and "--debug" in local
 
 
@@ -266,7 +288,10 @@ def test_parse_lcb_eval_and_find_its_file(tmp_path: Path) -> None:
 
 def test_zeroeval_infer_command(tmp_path: Path) -> None:
     gen = tmp_path / "crux" / "global_step_100.json"
-    cmd = build_zeroeval_infer_command("/ckpts/run/global_step_100/", gen, limit=10, options={"batch_size": 8})
+    sampling = external_benchmark("crux").sampling
+    cmd = build_zeroeval_infer_command(
+        "/ckpts/run/global_step_100/", gen, sampling, RunSettings(limit=10, options={"batch_size": 8})
+    )
     assert cmd[1] == "src/unified_infer.py"
     flags = _pairs(cmd)
     assert flags["--data_name"] == "crux" and flags["--model_pretty_name"] == "global_step_100"
@@ -317,8 +342,9 @@ def test_real_ifeval_run_on_the_tiny_model(tmp_path: Path, artifacts_dir: Path) 
     data = tmp_path / "ifeval.jsonl"
     data.write_text("".join(json.dumps(d) + "\n" for d in IFEVAL_DOCS))
     options = {"data_files": str(data), "device": "cpu", "dtype": "float32", "batch_size": 3, "bootstrap_iters": 100}
+    sampling = replace(external_benchmark("ifeval").sampling, max_new_tokens=12)
     result = run_external(
-        "ifeval", str(model_dir), tmp_path / "out", backend="hf", max_new_tokens=12, limit=3, options=options
+        "ifeval", str(model_dir), tmp_path / "out", sampling, RunSettings(backend="hf", limit=3, options=options)
     )
     assert (result.benchmark, result.tool, result.num_problems) == ("ifeval", "lm_eval", 3)
     assert result.tool_version == "0.4.13"

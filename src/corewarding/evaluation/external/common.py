@@ -8,7 +8,7 @@ import logging
 import os
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,17 @@ class ExternalResult:
     stderr: dict[str, float] = field(default_factory=dict)  # where the tool reports one
     num_problems: int = 0
     raw_path: Path | None = None  # the tool's own full output, saved under out_dir
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run adds to a benchmark's config and its sampling (``SamplingSettings``)."""
+
+    backend: str = "vllm"  # lm-eval: "vllm" or "hf"; the code tools generate with vllm
+    seed: int = 0
+    limit: int | None = None  # the first N problems (smoke runs); None: all
+    system_prompt: str | None = None  # None: the training system prompt (lm-eval); the code tools use their own
+    options: Mapping[str, Any] = field(default_factory=dict)  # tool-specific (see each tool's module)
 
 
 def distribution_version(module: str) -> str:

@@ -22,11 +22,13 @@ from typing import Any
 
 from corewarding.evaluation.external.common import (
     ExternalResult,
-    ToolMissing,
+    RunSettings,
     fraction,
     module_missing,
     run_logged,
 )
+from corewarding.evaluation.external.registry import ExternalBenchmark, ExternalTool
+from corewarding.lm.generation import SamplingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -66,17 +68,10 @@ def crux_missing(options: Mapping[str, Any] | None = None) -> str | None:
 
 
 def build_zeroeval_infer_command(
-    model: str,
-    generation_file: Path,
-    *,
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 3072,
-    limit: int | None = None,
-    options: Mapping[str, Any] | None = None,
+    model: str, generation_file: Path, sampling: SamplingSettings, settings: RunSettings
 ) -> list[str]:
     """ZeroEval's ``src/unified_infer.py`` command for CRUX with our settings, run from the checkout (pure)."""
-    opts = dict(options or {})
+    opts = settings.options
     cmd = [sys.executable, "src/unified_infer.py", "--engine", "vllm", "--data_name", "crux"]
     cmd += ["--model_name", model, "--model_pretty_name", pretty_name(model), "--run_name", "sampling"]
     cmd += ["--use_hf_conv_template", "--use_imend_stop"]  # as zero_eval_local.sh passes for local models
@@ -86,11 +81,11 @@ def build_zeroeval_infer_command(
         "--dtype",
         str(opts.get("dtype", "bfloat16")),
     ]
-    cmd += ["--temperature", str(temperature), "--top_p", str(top_p), "--repetition_penalty", "1.0"]
-    cmd += ["--max_tokens", str(max_new_tokens), "--batch_size", str(opts.get("batch_size", 4))]
+    cmd += ["--temperature", str(sampling.temperature), "--top_p", str(sampling.top_p), "--repetition_penalty", "1.0"]
+    cmd += ["--max_tokens", str(sampling.max_new_tokens), "--batch_size", str(opts.get("batch_size", 4))]
     cmd += ["--filepath", str(Path(generation_file).resolve()), "--overwrite"]
-    if limit is not None:
-        cmd += ["--start_index", "0", "--end_index", str(limit)]
+    if settings.limit is not None:
+        cmd += ["--start_index", "0", "--end_index", str(settings.limit)]
     return cmd
 
 
@@ -111,41 +106,42 @@ def parse_crux_row(row: Mapping[str, Any]) -> tuple[dict[str, float], int]:
     return metrics, int(row["Total"])
 
 
-def run_crux(
-    model: str,
-    out_dir: Path,
-    *,
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 3072,
-    limit: int | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> ExternalResult:
-    """Generate CRUX answers with ZeroEval into ``out_dir/crux``, score them with its crux_eval, parse the row."""
-    reason = crux_missing(options)
-    if reason:
-        raise ToolMissing(reason)
-    root = zeroeval_root(options)
-    assert root is not None  # crux_missing checked it
-    run_dir = Path(out_dir) / "crux"
-    generation_file = run_dir / f"{pretty_name(model)}.json"
-    cmd = build_zeroeval_infer_command(
-        model, generation_file, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, limit=limit,
-        options=options,
-    )  # fmt: skip
-    run_logged(cmd, cwd=root, log_path=run_dir / "zeroeval_infer.log")
-    score_path = run_dir / "crux_score.json"
-    score_cmd = [sys.executable, "-c", SCORE_SCRIPT, str(generation_file.resolve()), f"{pretty_name(model)}%sampling"]
-    run_logged([*score_cmd, str(score_path.resolve())], cwd=root, log_path=run_dir / "zeroeval_score.log")
-    metrics, num_problems = parse_crux_row(json.loads(score_path.read_text(encoding="utf-8")))
-    return ExternalResult(
-        benchmark="crux",
-        tool="zeroeval",
-        tool_version=_git_commit(root),
-        metrics=metrics,
-        num_problems=num_problems,
-        raw_path=generation_file,
-    )
+class ZeroEval(ExternalTool):
+    """ZeroEval's CRUX run: generation with its ``unified_infer.py`` (vllm), scoring with its ``crux_eval``."""
+
+    name = "zeroeval"
+
+    def missing(self, benchmark: ExternalBenchmark, settings: RunSettings) -> str | None:
+        return crux_missing(settings.options)
+
+    def run(
+        self, benchmark: ExternalBenchmark, model: str, out_dir: Path, sampling: SamplingSettings, settings: RunSettings
+    ) -> ExternalResult:
+        """Generate CRUX answers into ``out_dir/crux``, score them with ZeroEval's crux_eval, parse the row."""
+        root = zeroeval_root(settings.options)
+        assert root is not None  # crux_missing checked it
+        run_dir = out_dir / "crux"
+        generation_file = run_dir / f"{pretty_name(model)}.json"
+        cmd = build_zeroeval_infer_command(model, generation_file, sampling, settings)
+        run_logged(cmd, cwd=root, log_path=run_dir / "zeroeval_infer.log")
+        score_path = run_dir / "crux_score.json"
+        score_cmd = [
+            sys.executable,
+            "-c",
+            SCORE_SCRIPT,
+            str(generation_file.resolve()),
+            f"{pretty_name(model)}%sampling",
+        ]
+        run_logged([*score_cmd, str(score_path.resolve())], cwd=root, log_path=run_dir / "zeroeval_score.log")
+        metrics, num_problems = parse_crux_row(json.loads(score_path.read_text(encoding="utf-8")))
+        return ExternalResult(
+            benchmark=benchmark.name,
+            tool=self.name,
+            tool_version=_git_commit(root),
+            metrics=metrics,
+            num_problems=num_problems,
+            raw_path=generation_file,
+        )
 
 
 def _git_commit(root: Path) -> str:

@@ -20,16 +20,19 @@ from typing import Any
 
 from corewarding.evaluation.external.common import (
     ExternalResult,
-    ToolMissing,
+    RunSettings,
     distribution_version,
     fraction,
     module_missing,
     run_logged,
 )
+from corewarding.evaluation.external.registry import ExternalBenchmark, ExternalTool
+from corewarding.lm.generation import SamplingSettings
 
 logger = logging.getLogger(__name__)
 
 RELEASE = "release_v6"  # 1,055 problems (the paper's LiveCodeBench v6)
+SAMPLES = 1  # completions per problem (its pass@1; benchmark.n is not passed on)
 INSTALL = (
     "LiveCodeBench's runner (module lcb_runner) is not on PyPI: clone the LiveCodeBench/LiveCodeBench GitHub "
     "repository and `pip install -e .` it into this environment (it generates with vllm, so a GPU machine)"
@@ -44,15 +47,7 @@ def lcb_missing() -> str | None:
     return None
 
 
-def build_lcb_command(
-    model: str,
-    *,
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 3072,
-    n: int = 1,
-    options: Mapping[str, Any] | None = None,
-) -> list[str]:
+def build_lcb_command(model: str, sampling: SamplingSettings, options: Mapping[str, Any] | None = None) -> list[str]:
     """The ``python -m lcb_runner.runner.main`` command line for a code-generation run with our settings (pure).
 
     ``model`` is a Hub id or a local folder. A local folder goes to ``--local_model_path`` and needs
@@ -71,8 +66,8 @@ def build_lcb_command(
     if local:
         cmd += ["--local_model_path", str(Path(model).resolve())]
     cmd += ["--scenario", "codegeneration", "--release_version", str(opts.get("release_version", RELEASE))]
-    cmd += ["--n", str(n), "--temperature", str(temperature), "--top_p", str(top_p)]
-    cmd += ["--max_tokens", str(max_new_tokens), "--evaluate"]
+    cmd += ["--n", str(SAMPLES), "--temperature", str(sampling.temperature), "--top_p", str(sampling.top_p)]
+    cmd += ["--max_tokens", str(sampling.max_new_tokens), "--evaluate"]
     cmd += [
         "--num_process_evaluate",
         str(opts.get("num_process_evaluate", 12)),
@@ -113,35 +108,33 @@ def find_lcb_eval_file(run_dir: Path, n: int, temperature: float) -> Path:
     return found[0]
 
 
-def run_livecodebench(
-    model: str,
-    out_dir: Path,
-    *,
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 3072,
-    limit: int | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> ExternalResult:
-    """Generate and grade LiveCodeBench v6 with lcb_runner in ``out_dir/livecodebench``; parse its eval file."""
-    reason = lcb_missing()
-    if reason:
-        raise ToolMissing(reason)
-    if limit is not None:
-        raise ValueError("livecodebench_v6: lcb_runner has no problem limit (options.debug: true runs its first 5)")
-    cmd = build_lcb_command(
-        model, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, options=options
-    )  # fmt: skip
-    run_dir = Path(out_dir) / "livecodebench"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run_logged(cmd, cwd=run_dir, log_path=run_dir / "lcb_runner.log")
-    eval_path = find_lcb_eval_file(run_dir, 1, temperature)
-    metrics, num_problems = parse_lcb_eval(json.loads(eval_path.read_text(encoding="utf-8")))
-    return ExternalResult(
-        benchmark="livecodebench_v6",
-        tool="livecodebench",
-        tool_version=distribution_version("lcb_runner"),
-        metrics=metrics,
-        num_problems=num_problems,
-        raw_path=eval_path,
-    )
+class LiveCodeBench(ExternalTool):
+    """LiveCodeBench's ``lcb_runner``: generation (vllm) and grading of its code-generation scenario."""
+
+    name = "livecodebench"
+
+    def missing(self, benchmark: ExternalBenchmark, settings: RunSettings) -> str | None:
+        return lcb_missing()
+
+    def run(
+        self, benchmark: ExternalBenchmark, model: str, out_dir: Path, sampling: SamplingSettings, settings: RunSettings
+    ) -> ExternalResult:
+        """Generate and grade with lcb_runner in ``out_dir/livecodebench``; parse its eval file."""
+        if settings.limit is not None:
+            raise ValueError(
+                f"{benchmark.name}: lcb_runner has no problem limit (options.debug: true runs its first 5)"
+            )
+        cmd = build_lcb_command(model, sampling, settings.options)
+        run_dir = out_dir / "livecodebench"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_logged(cmd, cwd=run_dir, log_path=run_dir / "lcb_runner.log")
+        eval_path = find_lcb_eval_file(run_dir, SAMPLES, sampling.temperature)
+        metrics, num_problems = parse_lcb_eval(json.loads(eval_path.read_text(encoding="utf-8")))
+        return ExternalResult(
+            benchmark=benchmark.name,
+            tool=self.name,
+            tool_version=distribution_version("lcb_runner"),
+            metrics=metrics,
+            num_problems=num_problems,
+            raw_path=eval_path,
+        )

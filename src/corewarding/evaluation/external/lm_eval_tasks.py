@@ -1,4 +1,9 @@
-"""IFEval and MMLU-Pro through lm-evaluation-harness's Python API (``lm_eval.simple_evaluate``).
+"""Benchmarks through lm-evaluation-harness's Python API (``lm_eval.simple_evaluate``), read from their YAML.
+
+A benchmark's ``configs/benchmark/<name>.yaml`` names the lm-eval ``task`` and, in its ``lm_eval`` section, how to
+read the result, as lm-eval's own task YAML names them: ``filter``, ``metrics`` (our name: lm-eval's metric),
+``mean_as`` (also report their mean), ``modules`` (what the task imports) and ``task_yaml`` (lm-eval's task file,
+for ``options.data_files``). A new lm-eval benchmark is such a file; nothing here names one.
 
 Read from lm-eval 0.4.13 (the version the ``eval`` extra pins): ``lm_eval/evaluator.py`` (``simple_evaluate``
 arguments and the result dict), ``lm_eval/evaluator_utils.py`` (per-task keys ``"<metric>,<filter>"`` and
@@ -10,43 +15,79 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from corewarding.evaluation.external.common import (
     EVAL_EXTRA,
     ExternalResult,
-    ToolMissing,
+    RunSettings,
     distribution_version,
     fraction,
     module_missing,
     write_json_atomic,
 )
+from corewarding.evaluation.external.registry import ExternalBenchmark, ExternalTool, external_benchmark
+from corewarding.lm.generation import SamplingSettings
 from corewarding.rows import SYSTEM_PROMPT
 
 logger = logging.getLogger(__name__)
 
-TASKS = {"ifeval": "ifeval", "mmlu_pro": "mmlu_pro"}
-IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
-# The ifeval extra of lm-eval: the instruction checkers import these.
-IFEVAL_MODULES = ("langdetect", "immutabledict", "nltk")
+TOOL = "lm_eval"
 BACKENDS = ("vllm", "hf")
 
 
-def lm_eval_missing(benchmark: str, backend: str = "vllm") -> str | None:
-    """None when lm-eval (and what ``benchmark``/``backend`` need) is importable, else the skip message."""
+@dataclass(frozen=True)
+class LmEvalTask:
+    """A benchmark's lm-eval task and how to read its result, from the benchmark's YAML."""
+
+    benchmark: str
+    task: str  # lm-eval's task (or group) name
+    metrics: dict[str, str]  # our metric name -> lm-eval's metric, read under ``filter``
+    filter: str = "none"  # lm-eval's filter ("none": the unfiltered output)
+    mean_as: str | None = None  # also report the mean of ``metrics`` under this name
+    modules: tuple[str, ...] = ()  # what the task imports beyond lm-eval (IFEval's checkers)
+    task_yaml: str | None = None  # lm-eval's own task file, relative to lm_eval/tasks
+
+    @classmethod
+    def of(cls, benchmark: ExternalBenchmark) -> LmEvalTask:
+        """The task a benchmark's config declares (its ``task`` and ``lm_eval`` section)."""
+        if benchmark.tool != TOOL:
+            raise ValueError(f"{benchmark.name!r} is not an lm-eval benchmark (its tool: {benchmark.tool})")
+        section = dict(benchmark.spec.get("lm_eval") or {})
+        metrics = section.get("metrics")
+        if not isinstance(metrics, Mapping) or not metrics:
+            raise ValueError(f"{benchmark.name}: benchmark.lm_eval.metrics must map our metric names to lm-eval's")
+        return cls(
+            benchmark=benchmark.name, task=benchmark.task, metrics={str(k): str(v) for k, v in metrics.items()},
+            filter=str(section.get("filter", "none")), mean_as=section.get("mean_as"),
+            modules=tuple(section.get("modules") or ()), task_yaml=section.get("task_yaml"),
+        )  # fmt: skip
+
+
+def lm_eval_task(name: str) -> LmEvalTask:
+    """The lm-eval task of ``configs/benchmark/<name>.yaml``."""
+    return LmEvalTask.of(external_benchmark(name))
+
+
+def _check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"unknown lm-eval backend {backend!r}; known: {', '.join(BACKENDS)}")
-    needed = ["lm_eval", *(IFEVAL_MODULES if benchmark == "ifeval" else ())]
-    absent = module_missing(*needed)
+
+
+def lm_eval_missing(task: LmEvalTask, backend: str = "vllm") -> str | None:
+    """None when lm-eval (and what ``task``/``backend`` need) is importable, else the skip message."""
+    _check_backend(backend)
+    absent = module_missing("lm_eval", *task.modules)
     if absent:
         return (
-            f"{benchmark} skipped: lm-eval (lm-evaluation-harness, PyPI 'lm-eval==0.4.13') is not installed "
+            f"{task.benchmark} skipped: lm-eval (lm-evaluation-harness, PyPI 'lm-eval==0.4.13') is not installed "
             f"(missing modules: {', '.join(absent)}); install it with {EVAL_EXTRA}"
         )
     if backend == "vllm" and module_missing("vllm"):
         return (
-            f"{benchmark} skipped: the vllm backend needs vllm (pip install 'corewarding[gpu,eval]' on a GPU "
+            f"{task.benchmark} skipped: the vllm backend needs vllm (pip install 'corewarding[gpu,eval]' on a GPU "
             f"machine); backend='hf' runs on CPU"
         )
     return None
@@ -65,57 +106,46 @@ def _model_args(model: str, backend: str, seed: int, options: Mapping[str, Any])
     return args
 
 
-def _ifeval_local_task(data_files: str) -> dict[str, Any]:
-    """The registered ``ifeval`` task config with its data read from a local JSON/JSONL copy of google/IFEval."""
+def _local_task(task: LmEvalTask, data_files: str) -> dict[str, Any]:
+    """lm-eval's own config of ``task`` (its ``task_yaml``) with its data read from a local JSON/JSONL copy."""
+    if task.task_yaml is None:
+        raise ValueError(f"options.data_files needs benchmark.lm_eval.task_yaml, which {task.benchmark} does not set")
     import lm_eval.tasks  # lm_eval: imported when used
     from lm_eval.tasks._yaml_loader import load_yaml  # lm_eval: imported when used
 
-    cfg = load_yaml(Path(lm_eval.tasks.__file__).parent / "ifeval" / "ifeval.yaml", resolve_func=True)
+    cfg = load_yaml(Path(lm_eval.tasks.__file__).parent / task.task_yaml, resolve_func=True)
     cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": {"train": str(data_files)}})
     return cfg
 
 
 def build_lm_eval_call(
-    benchmark: str,
-    model: str,
-    *,
-    backend: str = "vllm",
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 3072,
-    seed: int = 0,
-    limit: int | None = None,
-    system_prompt: str | None = None,
-    options: Mapping[str, Any] | None = None,
+    task: LmEvalTask, model: str, sampling: SamplingSettings, settings: RunSettings
 ) -> dict[str, Any]:
     """Keyword arguments for ``lm_eval.simple_evaluate`` (pure: nothing is imported or run).
 
-    ``system_prompt=None`` means the training system prompt (the paper's protocol); ``""`` means none.
-    ``options``: dtype, batch_size, device, num_fewshot, apply_chat_template (default True), model_args (merged
-    last), tensor_parallel_size / gpu_memory_utilization / max_model_len (vllm), bootstrap_iters.
-    ``options['data_files']`` is only used by :func:`run_lm_eval` (a local copy of IFEval's data).
+    ``settings.system_prompt=None`` means the training system prompt (the paper's protocol); ``""`` means none.
+    ``settings.options``: dtype, batch_size, device, num_fewshot, apply_chat_template (default True), model_args
+    (merged last), tensor_parallel_size / gpu_memory_utilization / max_model_len (vllm), bootstrap_iters.
+    ``options['data_files']`` is only used by ``LmEval.run`` (a local copy of the task's data).
     """
-    if benchmark not in TASKS:
-        raise ValueError(f"{benchmark!r} is not an lm-eval benchmark; known: {', '.join(TASKS)}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown lm-eval backend {backend!r}; known: {', '.join(BACKENDS)}")
-    opts = dict(options or {})
-    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    backend, seed, opts = settings.backend, settings.seed, dict(settings.options)
+    _check_backend(backend)
+    system = SYSTEM_PROMPT if settings.system_prompt is None else settings.system_prompt
     # normalize_gen_kwargs (lm_eval/models/utils.py) forces temperature 0 when do_sample is False.
     gen_kwargs = {
-        "do_sample": temperature > 0,
-        "temperature": temperature,
-        "top_p": top_p,
-        "max_gen_toks": max_new_tokens,
+        "do_sample": sampling.temperature > 0,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_gen_toks": sampling.max_new_tokens,
     }
     return {
         "model": backend,
         "model_args": _model_args(model, backend, seed, opts),
-        "tasks": [TASKS[benchmark]],
+        "tasks": [task.task],
         "num_fewshot": opts.get("num_fewshot"),  # None: the task's own (IFEval 0, MMLU-Pro 5)
         "batch_size": opts.get("batch_size", "auto" if backend == "vllm" else 1),
         "device": opts.get("device"),
-        "limit": limit,
+        "limit": settings.limit,
         "gen_kwargs": gen_kwargs,
         "apply_chat_template": bool(opts.get("apply_chat_template", True)),
         "system_instruction": system or None,
@@ -128,91 +158,77 @@ def build_lm_eval_call(
     }
 
 
-def parse_lm_eval_results(benchmark: str, results: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float], int]:
-    """(metrics, stderr, num_problems) from ``simple_evaluate``'s result dict for ``benchmark``.
+def parse_lm_eval_results(
+    task: LmEvalTask, results: Mapping[str, Any]
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """(metrics, stderr, num_problems) from ``simple_evaluate``'s result dict, read as ``task`` declares.
 
-    IFEval: the four accuracies (filter ``none``) and ``score``, their mean (the paper's IFEval number).
-    MMLU-Pro: ``accuracy``, the group's size-weighted ``exact_match`` under the ``custom-extract`` filter.
+    Each metric is ``results[task]["<lm-eval metric>,<filter>"]`` (a group's is its size-weighted aggregate); the
+    number of problems sums the ``n-samples`` of the task's leaves (a group's subtasks, else the task itself).
     """
     per_task = results.get("results")
     if not isinstance(per_task, Mapping):
         raise ValueError("lm-eval results: no 'results' mapping")
-    if benchmark == "ifeval":
-        names: dict[str, str] = {m: m for m in IFEVAL_METRICS}
-        task, filt, leaves = "ifeval", "none", ["ifeval"]
-    elif benchmark == "mmlu_pro":
-        names = {"accuracy": "exact_match"}
-        task, filt = "mmlu_pro", "custom-extract"
-        leaves = list(results.get("group_subtasks", {}).get("mmlu_pro", []))
-    else:
-        raise ValueError(f"{benchmark!r} is not an lm-eval benchmark; known: {', '.join(TASKS)}")
-    if task not in per_task:
-        raise ValueError(f"lm-eval results: no entry for task {task!r} (found: {', '.join(per_task)})")
-    row = per_task[task]
+    name, filt = task.task, task.filter
+    if name not in per_task:
+        raise ValueError(f"lm-eval results: no entry for task {name!r} (found: {', '.join(per_task)})")
+    row = per_task[name]
     metrics: dict[str, float] = {}
     stderr: dict[str, float] = {}
-    for ours, theirs in names.items():
+    for ours, theirs in task.metrics.items():
         key = f"{theirs},{filt}"
         if key not in row:
-            raise ValueError(f"lm-eval results[{task!r}]: no key {key!r} (found: {', '.join(row)})")
-        metrics[ours] = fraction(row[key], f"lm-eval results[{task!r}][{key!r}]")
+            raise ValueError(f"lm-eval results[{name!r}]: no key {key!r} (found: {', '.join(row)})")
+        metrics[ours] = fraction(row[key], f"lm-eval results[{name!r}][{key!r}]")
         err = row.get(f"{theirs}_stderr,{filt}")
         if isinstance(err, int | float):  # "N/A" where the tool computes none (IFEval's instruction-level metrics)
             stderr[ours] = float(err)
-    if benchmark == "ifeval":
-        metrics["score"] = sum(metrics[m] for m in IFEVAL_METRICS) / len(IFEVAL_METRICS)
+    if task.mean_as:
+        metrics[task.mean_as] = sum(metrics[m] for m in task.metrics) / len(task.metrics)
+    leaves = list(results.get("group_subtasks", {}).get(name) or [name])
     counts = results.get("n-samples", {})
     missing = [leaf for leaf in leaves if leaf not in counts]
-    if not leaves or missing:
-        raise ValueError(f"lm-eval results: no 'n-samples' count for {', '.join(missing or [task])}")
+    if missing:
+        raise ValueError(f"lm-eval results: no 'n-samples' count for {', '.join(missing)}")
     return metrics, stderr, sum(int(counts[leaf]["effective"]) for leaf in leaves)
 
 
-def run_lm_eval(
-    benchmark: str,
-    model: str,
-    out_dir: Path,
-    *,
-    backend: str = "vllm",
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 3072,
-    seed: int = 0,
-    limit: int | None = None,
-    system_prompt: str | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> ExternalResult:
-    """Run ``benchmark`` through lm-eval, save its full output under ``out_dir``, return the parsed result."""
-    reason = lm_eval_missing(benchmark, backend)
-    if reason:
-        raise ToolMissing(reason)
-    import lm_eval  # lm_eval: imported when used
+class LmEval(ExternalTool):
+    """lm-evaluation-harness, with its vllm or hf (transformers) backend."""
 
-    opts = dict(options or {})
-    call = build_lm_eval_call(
-        benchmark, model, backend=backend, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-        seed=seed, limit=limit, system_prompt=system_prompt, options=opts,
-    )  # fmt: skip
-    if opts.get("data_files"):
-        if benchmark != "ifeval":
-            raise ValueError(f"options.data_files is supported for ifeval only, not {benchmark}")
-        call["tasks"] = [_ifeval_local_task(opts["data_files"])]
-    logger.info("lm-eval %s: model %s, backend %s, gen_kwargs %s", benchmark, model, backend, call["gen_kwargs"])
-    results = lm_eval.simple_evaluate(**call)
-    if results is None:  # only rank 0 returns results (lm_eval/evaluator.py)
-        raise RuntimeError("lm_eval.simple_evaluate returned no results (not rank 0?)")
-    out_dir = Path(out_dir)
-    samples = results.pop("samples", None)
-    if samples is not None:
-        write_json_atomic(out_dir / f"lm_eval_{benchmark}_samples.json", samples)
-    raw_path = write_json_atomic(out_dir / f"lm_eval_{benchmark}_results.json", results)
-    metrics, stderr, num_problems = parse_lm_eval_results(benchmark, results)
-    return ExternalResult(
-        benchmark=benchmark,
-        tool="lm_eval",
-        tool_version=distribution_version("lm_eval"),
-        metrics=metrics,
-        stderr=stderr,
-        num_problems=num_problems,
-        raw_path=raw_path,
-    )
+    name = TOOL
+    backends = BACKENDS
+
+    def missing(self, benchmark: ExternalBenchmark, settings: RunSettings) -> str | None:
+        return lm_eval_missing(LmEvalTask.of(benchmark), settings.backend)
+
+    def run(
+        self, benchmark: ExternalBenchmark, model: str, out_dir: Path, sampling: SamplingSettings, settings: RunSettings
+    ) -> ExternalResult:
+        """Run the benchmark's task through lm-eval, save its full output under ``out_dir``, parse the result."""
+        task = LmEvalTask.of(benchmark)
+        import lm_eval  # lm_eval: imported when used
+
+        call = build_lm_eval_call(task, model, sampling, settings)
+        data_files = settings.options.get("data_files")
+        if data_files:
+            call["tasks"] = [_local_task(task, data_files)]
+        logger.info("lm-eval %s: model %s, backend %s, gen_kwargs %s", task.benchmark, model, call["model"],
+                    call["gen_kwargs"])  # fmt: skip
+        results = lm_eval.simple_evaluate(**call)
+        if results is None:  # only rank 0 returns results (lm_eval/evaluator.py)
+            raise RuntimeError("lm_eval.simple_evaluate returned no results (not rank 0?)")
+        samples = results.pop("samples", None)
+        if samples is not None:
+            write_json_atomic(out_dir / f"lm_eval_{task.benchmark}_samples.json", samples)
+        raw_path = write_json_atomic(out_dir / f"lm_eval_{task.benchmark}_results.json", results)
+        metrics, stderr, num_problems = parse_lm_eval_results(task, results)
+        return ExternalResult(
+            benchmark=task.benchmark,
+            tool=TOOL,
+            tool_version=distribution_version("lm_eval"),
+            metrics=metrics,
+            stderr=stderr,
+            num_problems=num_problems,
+            raw_path=raw_path,
+        )
