@@ -7,8 +7,9 @@ shared store read them. The layout::
     metrics.jsonl          one line per training step            .trainer.lock  held while a trainer runs
     inputs.json            the rows kept and dropped              verl_config.yaml, config_hash  verl: what it ran
     verl_data/, verl_logs/ verl: the rows it reads, its raw logs
-    checkpoints/           global_step_N/ per save; ``latest`` (local: ``global_step_N``) or
-                           ``latest_checkpointed_iteration.txt`` (verl: ``N``) names the newest complete one
+    checkpoints/           global_step_N/ per save, holding model/ (local) or actor/ (verl); ``latest`` (local:
+                           ``global_step_N``) or ``latest_checkpointed_iteration.txt`` (verl: ``N``) names the newest
+                           complete one; ``saved_checkpoints`` lists the complete ones of both backends
     hf/global_step_N/      a verl step merged into a transformers folder
     eval/                  metrics.parquet, samples.parquet, index.json, pipeline.json, units/ (one folder per unit)
     publish/global_step_N/ the Hub folder of a step; its .pushed.json records each push
@@ -37,6 +38,10 @@ STEP_PREFIX = "global_step_"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 LATEST = "latest"  # the local backend's pointer: the text global_step_N
 VERL_TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its newest complete save: the text N
+LOCAL_MODEL = "model"  # local: global_step_N/model/, a transformers folder; its config.json marks it saved
+VERL_ACTOR = "actor"  # verl: global_step_N/actor/, FSDP shards; fsdp_config.json, written last, marks it complete
+HF_CONFIG = "config.json"
+VERL_DONE = "fsdp_config.json"
 MERGED = "hf"
 
 EVAL = "eval"
@@ -90,6 +95,23 @@ def step_dirs(checkpoints: Path) -> dict[int, Path]:
         return {}
     found = {step: p for p in checkpoints.iterdir() if p.is_dir() and (step := step_of(p.name)) is not None}
     return dict(sorted(found.items()))
+
+
+def verl_steps(checkpoints: Path) -> list[int]:
+    """The steps with a complete verl actor checkpoint (``global_step_N/actor/fsdp_config.json``), ascending."""
+    return [step for step, folder in step_dirs(checkpoints).items() if (folder / VERL_ACTOR / VERL_DONE).is_file()]
+
+
+def saved_checkpoints(checkpoints: Path) -> dict[int, Path]:
+    """Every complete checkpoint by step, ascending, either backend's: the local ``global_step_N/model`` (a
+    transformers folder) or verl's ``global_step_N/actor`` (FSDP shards); a step with both is the local one."""
+    found = {}
+    for step, folder in step_dirs(checkpoints).items():
+        if (folder / LOCAL_MODEL / HF_CONFIG).is_file():
+            found[step] = folder / LOCAL_MODEL
+        elif (folder / VERL_ACTOR / VERL_DONE).is_file():
+            found[step] = folder / VERL_ACTOR
+    return found
 
 
 def config_file(run_dir: Path) -> Path:

@@ -14,10 +14,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from corewarding.run_folder import checkpoints_dir, config_file, merged_dir, step_dir, step_dirs
-from corewarding.training.errors import CheckpointError
-from corewarding.training.verl import merge
-from corewarding.training.verl.merge import checkpoint_steps
+from corewarding.checkpoint_manifest import MANIFEST, CheckpointError, manifest_problem
+from corewarding.run_folder import LOCAL_MODEL, checkpoints_dir, config_file, saved_checkpoints
+from corewarding.training.backend import to_hf_folder
 
 log = logging.getLogger(__name__)
 
@@ -88,43 +87,18 @@ def model_target(model: str, step: int | None = None) -> Target:
     return Target(step, folder, f"{model}@{commit}")
 
 
-def saved_checkpoints(checkpoints: Path) -> dict[int, Path]:
-    """Complete checkpoints by step: local (``global_step_N/model``) or verl (``global_step_N/actor``)."""
-    found = {step: folder / "model" for step, folder in step_dirs(checkpoints).items()
-             if (folder / "model" / "config.json").is_file()}  # fmt: skip
-    for step in checkpoint_steps(checkpoints):  # verl's, with the same completeness rule its merge uses
-        found.setdefault(step, step_dir(checkpoints, step) / "actor")
-    return found
-
-
-def saved_steps(checkpoints: Path) -> list[int]:
-    """The steps with a complete checkpoint (local or verl), ascending."""
-    return sorted(saved_checkpoints(checkpoints))
-
-
 def hf_model_folder(run_dir: Path, step: int, saved: Path) -> Path:
     """A transformers-loadable folder for a saved step (a verl actor checkpoint is merged once, into hf/).
 
     A local checkpoint is checked against its manifest first: one whose files changed since it was written raises
     CheckpointError naming it; one without a manifest is evaluated with a warning that it is unverified."""
-    if saved.name == "model":
+    if saved.name == LOCAL_MODEL:
         verify_local_checkpoint(saved.parent)
-        return saved
-    merged = merged_dir(run_dir, step)
-    if not (merged / "config.json").is_file():
-        log.info("merging %s into %s", saved, merged)
-        merge.merge_checkpoint(run_dir, step)
-    return merged
+    return to_hf_folder(run_dir, step)
 
 
 def verify_local_checkpoint(folder: Path) -> None:
     """Raise CheckpointError when ``folder``'s files differ from its manifest; warn when it has none."""
-    # Imported here: checkpoint imports torch, which listing targets does not need.
-    from corewarding.training.checkpoint import (  # torch: imported when used
-        MANIFEST,
-        manifest_problem,
-    )
-
     if not (folder / MANIFEST).is_file():
         log.warning("%s has no %s: evaluating it unverified", folder, MANIFEST)
         return

@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 import pickle
 import random
 import shutil
@@ -37,8 +36,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_model, save_file, save_model
 from transformers import PreTrainedModel
 
+from corewarding.checkpoint_manifest import MANIFEST, manifest_problem, write_manifest
 from corewarding.config import ConfigError
-from corewarding.files import disk_full, file_sha256
+from corewarding.files import disk_full
 from corewarding.run_folder import LATEST, step_dir, step_dirs
 from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
 from corewarding.training.restored_state import OptimizerSettings, RestoredStateError, restored_problem
@@ -47,7 +47,6 @@ from corewarding.training.safe_state import load_state, save_state
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-MANIFEST = "manifest.json"
 # Files every local checkpoint holds besides its manifest; the weights are one file or a sharded index.
 REQUIRED = (
     "trainer_state.json",
@@ -166,38 +165,6 @@ def checkpoint_bytes(
     if folders:
         estimate = max(estimate, sum(p.stat().st_size for p in folders[0].rglob("*") if p.is_file()))
     return estimate
-
-
-def write_manifest(folder: Path) -> None:
-    """Record the size and SHA-256 of every file under ``folder``, last and atomically (temporary file, rename)."""
-    files = {
-        p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": file_sha256(p)}
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")
-    }
-    tmp = folder / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps({"version": 1, "files": files}, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, folder / MANIFEST)
-
-
-def manifest_problem(folder: Path) -> str | None:
-    """What differs between ``folder`` and its manifest (a missing, resized or changed file); None when it matches."""
-    try:
-        files = json.loads((folder / MANIFEST).read_text())["files"]
-        entries = {str(rel): (int(e["size"]), str(e["sha256"])) for rel, e in files.items()}
-    except FileNotFoundError:
-        return f"{MANIFEST} is missing"
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return f"{MANIFEST} is unreadable ({type(exc).__name__}: {exc})"
-    for rel, (size, digest) in sorted(entries.items()):
-        path = folder / rel
-        if not path.is_file():
-            return f"{rel} is missing"
-        if path.stat().st_size != size:
-            return f"{rel} has {path.stat().st_size} bytes, its manifest says {size}"
-        if file_sha256(path) != digest:
-            return f"{rel} does not match its SHA-256 in {MANIFEST}"
-    return None
 
 
 def checkpoint_problem(folder: Path, teacher: bool, trust_unverified: bool = False) -> str | None:

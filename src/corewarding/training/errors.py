@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-
-class CheckpointError(RuntimeError):
-    """The run folder has checkpoints but none is complete and readable, so it can be neither resumed nor restarted
-    without losing them."""
+# Defined beside the manifest check, so readers (evaluation, publishing) raise it without importing training.
+from corewarding.checkpoint_manifest import CheckpointError
 
 
 class LegacyCheckpointError(CheckpointError):

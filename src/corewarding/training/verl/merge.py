@@ -10,27 +10,20 @@ import os
 import shutil
 from pathlib import Path
 
-from corewarding.run_folder import checkpoints_dir, merged_dir, step_dir, step_dirs
-
-
-def checkpoint_steps(checkpoints: Path) -> list[int]:
-    """The steps with an actor checkpoint (``fsdp_config.json`` written last by verl), ascending."""
-    return [
-        step for step, folder in step_dirs(checkpoints).items() if (folder / "actor" / "fsdp_config.json").is_file()
-    ]
+from corewarding.run_folder import VERL_ACTOR, checkpoints_dir, merged_dir, step_dir, verl_steps
 
 
 def actor_checkpoint(run_dir: Path, step: int | None = None) -> tuple[int, Path]:
     """The step and actor folder to merge; a missing run, step or checkpoint is an error naming the path."""
     checkpoints = checkpoints_dir(run_dir)
-    steps = checkpoint_steps(checkpoints)
+    steps = verl_steps(checkpoints)
     if not steps:
         raise FileNotFoundError(f"{checkpoints}: no verl actor checkpoint (global_step_N/actor/fsdp_config.json)")
     if step is None:
         step = steps[-1]
     elif step not in steps:
         raise FileNotFoundError(f"{checkpoints}: no checkpoint for step {step}; saved steps: {steps}")
-    return step, step_dir(checkpoints, step) / "actor"
+    return step, step_dir(checkpoints, step) / VERL_ACTOR
 
 
 def merge_checkpoint(run_dir: Path, step: int | None = None, target: Path | None = None) -> Path:
