@@ -1,7 +1,9 @@
-"""The verl row format shared by every data set (methods.md section 3): its columns, building and reading rows."""
+"""The verl row format shared by every data set (methods.md section 3): its columns, building and reading rows, and
+reading a field of any nested record by its dotted path (source records, prepared rows, configs)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,20 @@ def make_row(question: str, ground_truth: str | None, index: int, split: str, **
         "reward_model": {"ground_truth": ground_truth, "style": "rule"},
         "extra_info": dict(sorted(info.items())),
     }
+
+
+def get_path(record: Mapping[str, Any], path: str) -> Any:
+    """``record["a"]["b"]`` for ``"a.b"``; None when a part is missing (a record without the field).
+
+    >>> get_path({"extra_info": {"id": 7}}, "extra_info.id"), get_path({"extra_info": {}}, "extra_info.id")
+    (7, None)
+    """
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
 
 
 def question_of(row: dict) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from corewarding.answers import extract_gsm8k_answer, last_boxed_only_string, remove_boxed
 from corewarding.files import SourceError
+from corewarding.rows import get_path
 
 
 def _last_boxed(value: Any) -> str | None:
@@ -41,16 +42,6 @@ ANSWER_RULES: dict[str, Callable[[Any], str | None]] = {
     "as_given": _as_given,  # AMC/AIME and ready answers: the raw string, comparing is the checker's job
     "items": _items,  # OlympiadBench: a list of final answers, joined with ", "
 }
-
-
-def get_path(record: Mapping[str, Any], path: str) -> Any:
-    """``record["a"]["b"]`` for ``"a.b"``; None when a part is missing (a record without the field)."""
-    value: Any = record
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return None
-        value = value[part]
-    return value
 
 
 def _is_missing(value: Any) -> bool:

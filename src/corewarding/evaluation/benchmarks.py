@@ -11,9 +11,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.config import compose_config
-from corewarding.data.fields import get_path
 from corewarding.files import SourceError
-from corewarding.rows import read_verl_rows
+from corewarding.rows import get_path, read_verl_rows
 
 log = logging.getLogger(__name__)
 

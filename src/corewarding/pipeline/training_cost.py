@@ -18,10 +18,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from corewarding.data.fields import get_path
 from corewarding.pipeline.audit_plan import rows_in, throughput_of
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.dry_run_inputs import Measured
+from corewarding.rows import get_path
 from corewarding.training.verl.plan import model_shape
 
 COST_CONFIG = "configs/cost.yaml"
