@@ -12,7 +12,6 @@ ZeroEval prompts with its own CRUX template, so our system prompt does not apply
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -29,8 +28,6 @@ from corewarding.evaluation.external.common import (
 )
 from corewarding.evaluation.external.registry import ExternalBenchmark, ExternalTool
 from corewarding.lm.generation import SamplingSettings
-
-logger = logging.getLogger(__name__)
 
 ROOT_ENV = "ZEROEVAL_ROOT"
 REQUIRED_FILES = ("src/unified_infer.py", "src/evaluation/crux_eval.py")

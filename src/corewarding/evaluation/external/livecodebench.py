@@ -12,7 +12,6 @@ system prompt does not apply here.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,8 +27,6 @@ from corewarding.evaluation.external.common import (
 )
 from corewarding.evaluation.external.registry import ExternalBenchmark, ExternalTool
 from corewarding.lm.generation import SamplingSettings
-
-logger = logging.getLogger(__name__)
 
 RELEASE = "release_v6"  # 1,055 problems (the paper's LiveCodeBench v6)
 SAMPLES = 1  # completions per problem (its pass@1; benchmark.n is not passed on)
