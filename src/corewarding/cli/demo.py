@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from corewarding.config import compose_config
 from corewarding.matrix import load_matrix
-from corewarding.pipeline.report import DemoRow, summarize_run
+from corewarding.pipeline.report import DemoRow, format_table, summarize_run
 from corewarding.run_folder import checkpoints_dir
 
 log = logging.getLogger(__name__)
@@ -44,3 +46,19 @@ def run_demo(
 def _clear_checkpoints(run_dir: Path) -> None:
     """The demo always trains from scratch, so a rerun shows the same figures."""
     shutil.rmtree(checkpoints_dir(run_dir), ignore_errors=True)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    rows = run_demo(args.matrix, args.runs_dir, args.overrides)
+    print(format_table(rows))
+    print(f"\nruns written under {Path(args.runs_dir).resolve()}/<cell_id>/ (metrics.jsonl, config.yaml, checkpoints/)")
+    return 0
+
+
+def add_subcommands(sub: Any) -> None:
+    """Register ``demo``."""
+    demo = sub.add_parser("demo", help="train all seven methods on the tiny model and data on CPU")
+    demo.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. schedule.total_steps=2")
+    demo.add_argument("--matrix", default="demo")
+    demo.add_argument("--runs-dir", default="runs/demo", help="apart from runs/ so single-cell runs never collide")
+    demo.set_defaults(func=_demo)
