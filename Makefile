@@ -61,11 +61,11 @@ verl-e2e: $(VERL_STAMP)
 	HF_HUB_OFFLINE=1 $(VERL_VENV)/bin/python -m pytest tests/verl_e2e -p no:cacheprovider --durations=0 -x
 
 verl-e2e-bench: $(VERL_STAMP)   # verl-e2e's seconds per method and per launch (start-up is the figure to beat)
-	$(VERL_VENV)/bin/python benchmarks/verl_e2e_perf.py $(METHODS)
+	$(VERL_VENV)/bin/python perf/verl_e2e_perf.py $(METHODS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests dashboard benchmarks flows
-	$(BIN)/ruff format --check src tests dashboard benchmarks flows
+	$(BIN)/ruff check src tests dashboard perf flows
+	$(BIN)/ruff format --check src tests dashboard perf flows
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache  # the floors contract in pyproject.toml: no upward import (docs/architecture.md)
 
@@ -73,8 +73,8 @@ snapshots: $(STAMP)   # regenerate configs/snapshots/verl/ after a config change
 	$(BIN)/corewarding config snapshot
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests dashboard benchmarks flows
-	$(BIN)/ruff check --fix src tests dashboard benchmarks flows
+	$(BIN)/ruff format src tests dashboard perf flows
+	$(BIN)/ruff check --fix src tests dashboard perf flows
 
 # Debian's chromium for the dashboard's browser test (CI runs as root; elsewhere it needs sudo or is skipped)
 chromium:
@@ -83,22 +83,22 @@ chromium:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
 
 dashboard-bench: $(STAMP)
-	$(BIN)/python benchmarks/dashboard_perf.py
+	$(BIN)/python perf/dashboard_perf.py
 
 eval-bench: $(STAMP)   # math-verify and strict scoring speed (needs ../shared/data for MATH500)
-	$(BIN)/python benchmarks/eval_perf.py
+	$(BIN)/python perf/eval_perf.py
 
 cli-bench: $(STAMP)   # small commands: rewards score (16 rows, 100k vs a reference baseline), a bad override
-	$(BIN)/python benchmarks/cli_perf.py
+	$(BIN)/python perf/cli_perf.py
 
 step-bench: $(STAMP)   # seconds per tiny CPU training step of Co-rewarding-I, II and III, in the same run
-	$(BIN)/python benchmarks/step_perf.py
+	$(BIN)/python perf/step_perf.py
 
 audit-bench: $(STAMP)   # corewarding audit's overhead per checkpoint (all but generation and scoring), tiny model
-	$(BIN)/python benchmarks/audit_perf.py
+	$(BIN)/python perf/audit_perf.py
 
 clean:
 	rm -rf runs artifacts data results .pytest_cache
 
 memory-plan-check: $(VERL_STAMP)   # plan.py's phases against one measured CPU launch (docs/gpu-plan.md); ~9 GiB
-	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(VERL_VENV)/bin/python benchmarks/memory_plan_check.py
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(VERL_VENV)/bin/python perf/memory_plan_check.py

@@ -23,7 +23,7 @@ replied. When a worker overruns it (or dies), the item it was working on gets th
 verdict, the worker is killed, and the batch's items without a verdict go back to the front of the
 queue for a fresh worker, so one pathological item never costs the others their verdicts. Caching
 does not change verdicts: parsing is deterministic, and :func:`compare_in_process` (the plain,
-uncached path a sequential loop would take) gives the same verdicts (``benchmarks/eval_perf.py``).
+uncached path a sequential loop would take) gives the same verdicts (``perf/eval_perf.py``).
 
 Workers are forked by multiprocessing's ``forkserver``, which preloads
 :mod:`corewarding.math_verify_preload` (math-verify imported and its parser caches warmed once), so a

@@ -155,7 +155,7 @@ def _collector_paused() -> Iterator[None]:
 
     A rescoring pass keeps one Rollout (a tuple subclass, which the collector tracks for good) per row until it ends;
     with the collector on, 100k of them set off full collections that walk them all and find nothing (a tenth of a
-    100k-row rescore, benchmarks/cli_perf.py). What the pass makes is freed by reference counting when it returns.
+    100k-row rescore, perf/cli_perf.py). What the pass makes is freed by reference counting when it returns.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -21,7 +21,7 @@ def score_by_vote(rollouts: Sequence[Rollout], voter: Voter, pairs: Sequence[tup
     label None and reward 0 to the whole group. Results are in input order. Rewarded rollouts without a (non-blank)
     ground truth are counted as missing: no reward depends on it, but label accuracy leaves their groups out.
     """
-    # Column-wise, with C-level map() loops where possible: this runs once per 100k-row dump (benchmarks/cli_perf.py).
+    # Column-wise, with C-level map() loops where possible: this runs once per 100k-row dump (perf/cli_perf.py).
     answers = list(map(extract_boxed_answer, map(_RESPONSE, rollouts)))  # once per row, whichever groups read it
     indices: list[int] = []
     rewards: list[float] = []

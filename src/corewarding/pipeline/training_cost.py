@@ -4,7 +4,7 @@ GPU-seconds of one step = responses x (generation passes x GPU-seconds to genera
 GPU-seconds to score and train on one). Generation uses the audit dry run's throughput (``audit_plan.throughput_of``:
 tokens per second per GPU and tokens per response, measured by earlier audits of the base model, else
 ``configs/audit.yaml``'s assumption); scoring and training use ``configs/cost.yaml``'s rates (a linear fit to a
-one-GPU measurement of two model shapes, ``benchmarks/update_rate.py``). A step time that the
+one-GPU measurement of two model shapes, ``perf/update_rate.py``). A step time that the
 results store measured (``ledger.step_times``) replaces both: this cell's, else the same base model's scaled by the
 ratio of the two cells' work per step. Each figure says where it came from.
 """

@@ -1,4 +1,4 @@
-"""Opt-in peak memory per worker phase (``benchmarks/memory_plan_check.py``; ``docs/gpu-plan.md``).
+"""Opt-in peak memory per worker phase (``perf/memory_plan_check.py``; ``docs/gpu-plan.md``).
 
 With ``COREWARDING_PHASE_MEMORY=<folder>`` in a worker's environment, each phase the worker wraps with ``measured``
 (old log-prob, reference/teacher log-prob, update, save) appends one JSON line to ``<folder>/rank_<r>.jsonl``: the

@@ -238,7 +238,7 @@ def phase_terms(
     ``ref_log_prob`` (with a reference), ``train`` (gradients included) and ``save``.
 
     The tokens of a micro-batch default to ``max_prompt_length + max_response_length`` (responses at full length);
-    ``benchmarks/memory_plan_check.py`` passes a measured run's longest sequences instead. The logits' dtype is
+    ``perf/memory_plan_check.py`` passes a measured run's longest sequences instead. The logits' dtype is
     ``facts.logits_dtype`` (bf16 on GPUs, fp32 in the CPU run). Without remove-padding (``verl.platform=cpu``) verl
     takes its padded branch (``transformer_impl.py`` ~1476-1520): the entropy is computed unchunked whatever the
     chunking setting (``verl_F.entropy_from_logits``, ~1489), and the real rows are copied out of the padded logits

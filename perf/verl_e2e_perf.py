@@ -7,7 +7,7 @@ resumed to step 4; plus a two-step local run for the metric names), the training
 steps (``step_seconds`` in metrics.jsonl), and the rest per launch: start-up and shutdown (Ray actors, imports in
 about ten processes, two vLLM engines), the figure to beat. Beside the machine, its cores and its load (the times
 depend on the CPU and on what else runs).
-Usage: make verl-e2e-bench (.venv-verl/bin/python benchmarks/verl_e2e_perf.py [method,method,...])
+Usage: make verl-e2e-bench (.venv-verl/bin/python perf/verl_e2e_perf.py [method,method,...])
 """
 
 from __future__ import annotations

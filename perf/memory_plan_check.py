@@ -13,7 +13,7 @@ phase's longest sequence (verl pads a micro-batch to its longest row on this pat
 
 Prints phase | measured GB | plan GB | ratio and exits 1 if any phase is off by more than 25% of the measurement.
 Usage: make memory-plan-check
-       .venv-verl/bin/python benchmarks/memory_plan_check.py [--method co_rewarding_2] [--out DIR] [--from DIR]
+       .venv-verl/bin/python perf/memory_plan_check.py [--method co_rewarding_2] [--out DIR] [--from DIR]
 (``--from DIR`` re-evaluates a finished run's measurements without training again.)
 """
 

@@ -7,7 +7,7 @@ overhead is its wall time minus the generation and scoring seconds its units rec
 overhead per checkpoint is the slope between the two commands (what one more checkpoint costs); the fixed cost (the
 Prefect server's start, the imports) is the rest. Reported beside the machine and its cores: the figures depend on
 the CPU.
-Usage: make audit-bench (.venv/bin/python benchmarks/audit_perf.py [SMALL LARGE])
+Usage: make audit-bench (.venv/bin/python perf/audit_perf.py [SMALL LARGE])
 """
 
 from __future__ import annotations

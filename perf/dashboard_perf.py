@@ -5,7 +5,7 @@ Generates the 72 runs of paper_v3 x 330 steps x 40 metrics, evaluations at every
 4,000 samples in the real on-disk formats,
 ingests them through ``corewarding.results.ingest`` (timed, then a second no-op ingest), times every page's queries
 on fresh read-only connections, and renders every page with Streamlit's AppTest with the query cache cleared (cold)
-and kept (warm). Usage: ``python benchmarks/dashboard_perf.py [--workdir DIR] [--repeat 5] [--json out.json]``.
+and kept (warm). Usage: ``python perf/dashboard_perf.py [--workdir DIR] [--repeat 5] [--json out.json]``.
 """
 
 from __future__ import annotations

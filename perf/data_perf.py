@@ -4,7 +4,7 @@
    check under a tokenizer (the locally built tiny one; no download) and without it;
 2. validating the 7,500 released MATH pairs (``data import-rephrased``: parse checks, number heuristic, aligned writes).
 
-Needs ../shared/data. Usage: .venv/bin/python benchmarks/data_perf.py
+Needs ../shared/data. Usage: .venv/bin/python perf/data_perf.py
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ cluster (Debian's ``postgresql``; a new database for each run), as the README ad
 share: on SQLite, idle workers' polls and the parent's run creations collide ("database is locked") and a creation
 then waits about 2 s for Prefect's client to try again.
 
-    .venv/bin/python benchmarks/orchestration_perf.py [ROUNDS] [--database sqlite|postgres]   # 5-6 min a round
+    .venv/bin/python perf/orchestration_perf.py [ROUNDS] [--database sqlite|postgres]   # 5-6 min a round
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
 3. a typo in a training override (``train methd=x``), whole process until it exits 2 (median of 3; target < 2 s).
 
 Timings on a shared machine are noisy: the load average is printed beside them. No data needed.
-Usage: make cli-bench (.venv/bin/python benchmarks/cli_perf.py)
+Usage: make cli-bench (.venv/bin/python perf/cli_perf.py)
 """
 
 from __future__ import annotations

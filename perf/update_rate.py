@@ -7,7 +7,7 @@ training pass (forward, backward) at micro-batch 4 (half the paper's, to fit one
 copy), sequences of 512 + 3072 tokens, the log-probs from an fp32 log-softmax. Extrapolated to the paper's step: two
 log-prob passes (old and reference) and one training pass over 1024 sequences. Not counted: FSDP's communication
 across 4 GPUs, the packed-sequence mask verl's remove-padding gives sdpa, the reference's CPU offload, the rollout.
-Run on a CUDA machine: ``python benchmarks/update_rate.py [qwen3-1.7b-base|qwen3-8b-base]``.
+Run on a CUDA machine: ``python perf/update_rate.py [qwen3-1.7b-base|qwen3-8b-base]``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ One LocalTrainer per method, built once (the tiny model, a 300-step warm start, 
 ``artifacts/``). Each round runs one step of every method, in turn, so a change of load hits all three; the first
 round warms up and is left out. Reported: the median of ROUNDS rounds per method, wall seconds, beside the machine,
 its core count and its load (the times depend on the CPU).
-Usage: make step-bench (.venv/bin/python benchmarks/step_perf.py [ROUNDS])
+Usage: make step-bench (.venv/bin/python perf/step_perf.py [ROUNDS])
 """
 
 from __future__ import annotations

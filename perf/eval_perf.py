@@ -11,7 +11,7 @@ r"""Scoring timings (issue 5 targets, 2 cores).
 3. metrics: the four metric kinds with 1,000 bootstrap resamples over 5,000 problems x 8 samples.
 
 Needs ../shared/data/benchmarks/math500/test.jsonl (skips with a message otherwise).
-Usage: .venv/bin/python benchmarks/eval_perf.py
+Usage: .venv/bin/python perf/eval_perf.py
 """
 
 from __future__ import annotations
