@@ -203,7 +203,8 @@ def test_the_dvc_record_of_local_runs_stays_out_of_git_status_and_dvc_yaml_parse
     tracked = subprocess.run(["git", "show", ":dvc.lock"], cwd=CHECKOUT, capture_output=True, text=True, check=True)
     assert yaml.safe_load(tracked.stdout) == {"schema": "2.0", "stages": {}}
     assert yaml.safe_load((CHECKOUT / "dvc.yaml").read_text())["vars"] == [
-        {"cells": {}}, {"data_stages": {"prepare": {}, "rephrase": {}, "import_rephrased": {}}}
+        {"cells": {}},
+        {"data_stages": {"prepare": {}, "rephrase": {}, "import_rephrased": {}}},
     ]
 
     repo = tmp_path / "repo"
@@ -236,7 +237,7 @@ def test_data_stages_are_listed_with_their_upstream_prepare_and_an_unknown_set_i
     before = params.read_text()
     with pytest.raises(dvc.DvcError, match="prepare@nope: unknown datasource 'nope'"):
         dvc.add_data_stages(params, ["prepare@nope"])
-    with pytest.raises(dvc.DvcError, match="math500.yaml names no rephraser"):
+    with pytest.raises(dvc.DvcError, match=r"math500\.yaml names no rephraser"):
         dvc.add_data_stages(params, ["rephrase@math500"])
     assert params.read_text() == before
 

@@ -257,7 +257,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.set_defaults(func=_run)
     cells = pipeline.add_parser("cells", help="the selected cells, their data stages and DVC entries")
     _add_selection(cells)
-    cells.add_argument("--write", action="store_true", help="add them and their data stages to params.yaml (what DVC knows)")
+    cells.add_argument("--write", action="store_true", help="add them and their data stages to params.yaml")
     cells.set_defaults(func=_cells)
 
     cell = sub.add_parser("cell", help="one step of one matrix cell (the DVC stages call these)").add_subparsers(
