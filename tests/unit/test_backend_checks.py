@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from corewarding.backends import module_missing, vllm_on_cpu
 from corewarding.data.prepare import prepare
 from corewarding.data.rephrase.run import rephrase
+from corewarding.extras import module_missing, vllm_on_cpu
 from corewarding.files import write_parquet_atomic
 from corewarding.rows import make_row
 from tests.unit.data.test_rephrase_resume import Scripted, _cfg

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from corewarding.backends import BackendUnavailable
+from corewarding.extras import BackendUnavailable
 from corewarding.lm import generation
 from corewarding.lm.generation import SamplingSettings, VLLMGenerator, check_backend, vllm_dtype
 
@@ -88,10 +88,10 @@ def test_greedy_asks_one_completion_with_top_p_one(generator: VLLMGenerator) -> 
 
 
 def test_vllm_runs_on_its_cpu_build_in_float32_and_nowhere_else_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from corewarding import backends
+    from corewarding import extras
 
-    monkeypatch.setattr(backends, "module_missing", lambda *modules: [])  # as if vllm were installed
-    monkeypatch.setattr(backends, "_cuda_visible", lambda: False)
+    monkeypatch.setattr(extras, "module_missing", lambda *modules: [])  # as if vllm were installed
+    monkeypatch.setattr(extras, "_cuda_visible", lambda: False)
     monkeypatch.setattr(generation, "vllm_on_cpu", lambda: True)
     check_backend("vllm", "generation=vllm", "generation=transformers")
     assert vllm_dtype("bfloat16") == "float32"
@@ -103,13 +103,13 @@ def test_vllm_runs_on_its_cpu_build_in_float32_and_nowhere_else_without_a_gpu(mo
 
 
 def test_without_vllm_nothing_of_vllm_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
-    from corewarding import backends
+    from corewarding import extras
 
-    monkeypatch.setattr(backends, "module_missing", lambda *modules: list(modules))
+    monkeypatch.setattr(extras, "module_missing", lambda *modules: list(modules))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
-    backends.vllm_on_cpu.cache_clear()
+    extras.vllm_on_cpu.cache_clear()
     try:
-        assert backends.vllm_on_cpu() is False
+        assert extras.vllm_on_cpu() is False
         assert "vllm" not in sys.modules
     finally:
-        backends.vllm_on_cpu.cache_clear()
+        extras.vllm_on_cpu.cache_clear()

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
-from corewarding.backends import GPU_EXTRA, require_backend, vllm_on_cpu
+from corewarding.extras import GPU_EXTRA, require_backend, vllm_on_cpu
 
 Conversation = list[dict[str, str]]
 

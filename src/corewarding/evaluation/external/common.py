@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corewarding.backends import module_missing as module_missing  # the adapters' one installed-module check
+from corewarding.extras import module_missing as module_missing  # the adapters' one installed-module check
 
 logger = logging.getLogger(__name__)
 

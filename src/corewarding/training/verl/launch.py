@@ -13,8 +13,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding import matrix
-from corewarding.backends import require_backend
 from corewarding.config import ConfigError
+from corewarding.extras import require_backend
 from corewarding.run_folder import (
     VERL_CONFIG,
     VERL_CONFIG_HASH,

@@ -1,6 +1,7 @@
-"""Can a configured backend run on this machine? One check for every backend choice (``backend=verl``,
-``rephrase.backend=vllm``, ``generation=vllm``), made before anything is read, written or loaded, so a CPU machine
-gets one line and exit 2 instead of a traceback after its files were touched.
+"""The optional extras (``[gpu]``, ``[eval]``, ...): can a configured backend run on this machine? One check for
+every backend choice (``backend=verl``, ``rephrase.backend=vllm``, ``generation=vllm``), made before anything is
+read, written or loaded, so a CPU machine gets one line and exit 2 instead of a traceback after its files were
+touched.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def require_backend(
     >>> require_backend("generation=x", modules=("no_such_module_here",))
     Traceback (most recent call last):
     ...
-    corewarding.backends.BackendUnavailable: generation=x needs no_such_module_here, which is not installed
+    corewarding.extras.BackendUnavailable: generation=x needs no_such_module_here, which is not installed
     """
     missing = module_missing(*modules)
     if missing:
