@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from corewarding.methods.base import Rollout, ScoreResult, TextScorer
+from corewarding.methods.logits_statistics import logits_statistic
 
 if TYPE_CHECKING:  # the registry and the text methods never load torch
     import torch
@@ -21,7 +22,8 @@ class MethodSpec:
     """How a reward method plugs into a trainer.
 
     ``kind`` is ``text`` (rewards from extracted answers: ``score``) or ``logits`` (rewards from the old policy's
-    per-token logits statistics: ``sequence_reward``). ``views`` are the rollout views the method reads;
+    per-token logits statistics: ``sequence_reward``, fed the registered statistic named by ``logits_statistic``,
+    see ``methods.logits_statistics``). ``views`` are the rollout views the method reads;
     ``rewarded_views`` are those it trains on. ``complete_views``: every uid must have rollouts of every view (a
     rescored dump lacking one is an error). ``view_metrics`` adds per-view label metrics to a step's metrics.
     """
@@ -32,11 +34,16 @@ class MethodSpec:
     rewarded_views: tuple[str, ...]
     score: TextScorer | None = None
     sequence_reward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
-    logits_statistic: str | None = None  # per-token statistic a logits method reads: entropy | self_certainty
+    logits_statistic: str | None = None  # the registered logits statistic a logits method's reward reads
     needs_ground_truth: bool = False
     needs_teacher: bool = False
     complete_views: bool = False
     view_metrics: ViewMetrics | None = None
+
+    @property
+    def logits_statistics(self) -> tuple[str, ...]:
+        """The logits statistics the trainers compute for this method (each backend loops over these)."""
+        return (self.logits_statistic,) if self.logits_statistic is not None else ()
 
 
 _REGISTRY: dict[str, MethodSpec] = {}
@@ -46,6 +53,10 @@ def register(spec: MethodSpec) -> MethodSpec:
     """Add a method; a second registration under the same name is an error."""
     if spec.name in _REGISTRY:
         raise ValueError(f"method {spec.name!r} is already registered")
+    if spec.kind == "logits" and (spec.sequence_reward is None or spec.logits_statistic is None):
+        raise ValueError(f"logits method {spec.name!r} needs a sequence_reward and a logits_statistic")
+    for name in spec.logits_statistics:
+        logits_statistic(name)  # an unknown statistic is an error here, not at the first training step
     _REGISTRY[spec.name] = spec
     return spec
 
