@@ -55,9 +55,9 @@ def test_only_one_chunk_is_upcast_at_a_time() -> None:
 
 
 def test_the_verl_probe_returns_the_chunked_statistic() -> None:
-    from corewarding.training.verl.worker import SelfCertaintyProbe  # imports verl: kept off the fast tests above
+    from corewarding.training.verl.worker import LogitsStatisticsProbe  # imports verl: kept off the fast tests above
 
     z = _logits(torch.bfloat16).reshape(1, -1, 50).requires_grad_(True)
-    out = SelfCertaintyProbe(chunk_tokens=16)(student_logits=z)
+    out = LogitsStatisticsProbe(["self_certainty"], chunk_tokens=16)(student_logits=z)
     torch.testing.assert_close(out["self_certainty"], _self_certainty(z.detach()), rtol=0, atol=1e-5)
     assert not out["self_certainty"].requires_grad

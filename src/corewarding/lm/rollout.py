@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from corewarding.methods.logits_rewards import token_entropy, token_self_certainty
+from corewarding.methods.logits_statistics import logits_statistic
 
 NEUTRAL_SAMPLING: dict[str, object] = {
     "num_beams": 1,
@@ -128,11 +129,13 @@ def token_logprobs(
     batch: RolloutBatch,
     rows: slice | list[int],
     temperature: float = 1.0,
-    with_stats: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Log-probs of the response tokens of ``rows`` (and, with stats, per-token entropy and self-certainty).
+    statistics: Sequence[str] = (),
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Log-probs of the response tokens of ``rows``, and the registered logits ``statistics`` of the same
+    temperature-scaled logits per token, by name (``methods.logits_statistics``; computed without gradients).
 
-    Gradients flow when called outside ``torch.no_grad``. Positions follow the attention mask, as in generation.
+    Gradients flow through the log-probs when called outside ``torch.no_grad``. Positions follow the attention
+    mask, as in generation.
     """
 
     prompt_ids, response_ids = batch.prompt_ids[rows], batch.response_ids[rows]
@@ -143,7 +146,5 @@ def token_logprobs(
     p, r = prompt_ids.shape[1], response_ids.shape[1]
     logits = logits[:, p - 1 : p - 1 + r, :].float() / temperature
     logp = torch.log_softmax(logits, dim=-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
-    if not with_stats:
-        return logp, None, None
     with torch.no_grad():
-        return logp, token_entropy(logits), token_self_certainty(logits)
+        return logp, {name: logits_statistic(name).compute(logits) for name in statistics}

@@ -52,6 +52,8 @@ from corewarding.training.teacher import ema_update
 
 log = logging.getLogger(__name__)
 
+STEP_STATISTICS = ("entropy",)  # logits statistics every step computes, whatever the method reads: entropy_mean
+
 
 def batch_indices(n_rows: int, batch_size: int, data_seed: int, step: int) -> list[int]:
     """The rows of 0-based step ``step``: a seeded permutation per epoch, drop_last (the data position is the step)."""
@@ -196,19 +198,17 @@ class LocalTrainer:
 
     @torch.no_grad()
     def _score_tokens(self, batch: RolloutBatch) -> None:
+        """``batch.stats``: old and reference log-probs, and per token every logits statistic the step needs."""
         temperature = float(self.cfg.grpo.temperature)
-        parts: dict[str, list[torch.Tensor]] = {
-            "old_logp": [],
-            "ref_logp": [],
-            "entropy": [],
-            "self_certainty": [],
-        }
+        names = tuple(dict.fromkeys((*STEP_STATISTICS, *self.spec.logits_statistics)))
+        parts: dict[str, list[torch.Tensor]] = {"old_logp": [], "ref_logp": [], **{name: [] for name in names}}
         for rows in self._micro_slices(len(batch.uids), int(self.cfg.grpo.log_prob_micro_batch_size)):
-            logp, ent, cert = token_logprobs(self.policy, batch, rows, temperature, with_stats=True)
-            ref_logp, _, _ = token_logprobs(self.ref, batch, rows, temperature)
-            for key, value in zip(parts, (logp, ref_logp, ent, cert), strict=True):
-                assert value is not None  # with_stats=True returns entropy and self-certainty
-                parts[key].append(value)
+            logp, stats = token_logprobs(self.policy, batch, rows, temperature, names)
+            ref_logp, _ = token_logprobs(self.ref, batch, rows, temperature)
+            parts["old_logp"].append(logp)
+            parts["ref_logp"].append(ref_logp)
+            for name in names:
+                parts[name].append(stats[name])
         batch.stats = {k: torch.cat(v) for k, v in parts.items()}
 
     def _update(self, batches: list[RolloutBatch], advantages: list[torch.Tensor]) -> dict[str, float]:
@@ -222,7 +222,7 @@ class LocalTrainer:
             loss = torch.zeros(())
             for batch, adv in zip(batches, advantages, strict=True):
                 mask = batch.response_mask[rows]
-                logp, _, _ = token_logprobs(self.policy, batch, rows, float(g.temperature))
+                logp, _ = token_logprobs(self.policy, batch, rows, float(g.temperature))
                 token_adv = adv[rows].unsqueeze(-1).expand_as(logp)
                 pg, stats = ppo_clip_loss(
                     logp, batch.stats["old_logp"][rows], token_adv, mask,

@@ -26,7 +26,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls as get_loop_manager
 from verl.utils import tensordict_utils as tu
 
-from corewarding.training.verl.worker import SELF_CERTAINTY_KEY
+from corewarding.training.verl.worker import STATISTICS_KEY
 
 MFU = 0.25
 
@@ -43,6 +43,9 @@ def fake_entropy(seq_len: int) -> float:
 def fake_certainty(seq_len: int) -> float:
     """The fake worker's per-token self-certainty of a sequence of ``seq_len`` valid tokens."""
     return seq_len / 10.0
+
+
+FAKE_STATISTICS = {"self_certainty": fake_certainty}  # what the fake worker's probe returns per statistic
 
 
 class Pending:
@@ -69,15 +72,16 @@ class FakeWorkerGroup:
     def _query_dispatch_info(self, role: str) -> list[int]:
         return list(range(self.dp_size))
 
-    def _infer(self, data: TensorDict, extra: bool = False) -> TensorDict:
+    def _infer(self, data: TensorDict, statistics: tuple[str, ...] = ()) -> TensorDict:
         ids = data["input_ids"]
         lens = ids.offsets().diff().tolist()
         per_token = {
             "log_probs": torch.cat([torch.full((n,), -0.5) for n in lens]),
             "entropy": torch.cat([torch.full((n,), fake_entropy(n)) for n in lens]),
         }
-        if extra:
-            per_token[SELF_CERTAINTY_KEY] = torch.cat([torch.full((n,), fake_certainty(n)) for n in lens])
+        for name in statistics:  # the worker's probe returns each statistic the input names, under its name
+            fake = FAKE_STATISTICS[name]
+            per_token[name] = torch.cat([torch.full((n,), fake(n)) for n in lens])
         metrics: dict[str, Any] = {"loss": 0.0}
         if tu.get(data, "global_token_num") is not None:  # engine_workers.py _postprocess_output
             metrics["mfu"] = MFU
@@ -91,9 +95,9 @@ class FakeWorkerGroup:
         self.calls.append(("compute_ref_log_prob", len(data)))
         return self._infer(data)
 
-    def corewarding_log_prob_with_self_certainty(self, data: TensorDict) -> TensorDict:
-        self.calls.append(("corewarding_log_prob_with_self_certainty", len(data)))
-        return self._infer(data, extra=True)
+    def corewarding_log_prob_with_stats(self, data: TensorDict) -> TensorDict:
+        self.calls.append(("corewarding_log_prob_with_stats", len(data)))
+        return self._infer(data, tuple(str(tu.get(data, STATISTICS_KEY)).split(",")))
 
     def update_actor(self, data: TensorDict) -> TensorDict:
         adv = data["advantages"]

@@ -20,7 +20,7 @@ from corewarding.lm.rollout import RolloutBatch, token_logprobs
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import Voter
 from corewarding.training.rewards import score_step
-from corewarding.training.verl.worker import SelfCertaintyProbe
+from corewarding.training.verl.worker import LogitsStatisticsProbe
 
 TEMPERATURE = 0.7
 METHODS = [
@@ -41,7 +41,7 @@ def verl_side_stats(model: torch.nn.Module, b: RolloutBatch) -> dict[str, torch.
     return {
         "log_probs": logprobs_from_logits(logits, b.response_ids),
         "entropy": entropy_from_logits(logits),
-        "self_certainty": SelfCertaintyProbe()(student_logits=logits)["self_certainty"],
+        "self_certainty": LogitsStatisticsProbe(["self_certainty"])(student_logits=logits)["self_certainty"],
     }
 
 
@@ -64,8 +64,8 @@ def test_verl_rewards_and_advantages_equal_the_local_backend(
     batches = {view: r.batch for view, r in rollouts.items()}
     if spec.kind == "logits":  # the local backend's own log-prob pass ...
         b = batches["original"]
-        logp, ent, cert = token_logprobs(tiny_model, b, slice(None), TEMPERATURE, with_stats=True)
-        b.stats = {"old_logp": logp, "entropy": ent, "self_certainty": cert}
+        logp, stats = token_logprobs(tiny_model, b, slice(None), TEMPERATURE, ("entropy", "self_certainty"))
+        b.stats = {"old_logp": logp, "entropy": stats["entropy"], "self_certainty": stats["self_certainty"]}
     rewards, advantages, metrics = local_oracle(method, batches)
 
     # verl rows: each view of a question has its own verl uid; Co-rewarding-I votes cross on the question

@@ -160,9 +160,9 @@ def test_fit_runs_two_full_steps_of_every_method(
         ):
             assert key in data, key
         assert data["perf/mfu/actor_infer"] == MFU  # the log-prob pass ran with global_token_num
-    passes = wg.names().count("compute_log_prob") + wg.names().count("corewarding_log_prob_with_self_certainty")
+    passes = wg.names().count("compute_log_prob") + wg.names().count("corewarding_log_prob_with_stats")
     assert passes == 2  # one old-log-prob pass per step: verl's own call gets the reward step's cached pass
-    assert wg.names().count("corewarding_log_prob_with_self_certainty") == (2 if method == "self_certainty" else 0)
+    assert wg.names().count("corewarding_log_prob_with_stats") == (2 if method == "self_certainty" else 0)
     if teacher:
         teacher_in = manager.calls[1]
         assert list(teacher_in.non_tensor_batch["raw_prompt"]) == list(manager.calls[0].non_tensor_batch["raw_prompt"])

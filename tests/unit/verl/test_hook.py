@@ -18,7 +18,7 @@ from verl.single_controller.base.decorator import MAGIC_ATTR
 from verl.workers.reward_manager import get_reward_manager_cls
 
 from corewarding.training.verl.hook import manager_input, reward_rows, rm_scores_for
-from corewarding.training.verl.worker import SelfCertaintyProbe
+from corewarding.training.verl.worker import LogitsStatisticsProbe
 
 
 def test_pairs_vote_across_views_in_rollout_order_whatever_verl_reordered(
@@ -93,9 +93,11 @@ def test_gt_reward_loop_manager_scores_one_rollout(make_rollouts: Callable, toke
 
 def test_self_certainty_probe_answers_both_engine_calls() -> None:
     logits = torch.zeros(1, 3, 4)
-    out = SelfCertaintyProbe()(student_logits=logits)
+    out = LogitsStatisticsProbe(["self_certainty"])(student_logits=logits)
     torch.testing.assert_close(out["self_certainty"], torch.full((1, 3), float(np.log(4))))
-    loss, metrics = SelfCertaintyProbe()(model_output={}, data={"input_ids": torch.zeros(2)}, dp_group=None)
+    loss, metrics = LogitsStatisticsProbe(["self_certainty"])(
+        model_output={}, data={"input_ids": torch.zeros(2)}, dp_group=None
+    )
     assert float(loss) == 0.0 and metrics == {}
 
 
@@ -130,7 +132,7 @@ def test_verl_worker_update_weights_reads_the_actor_engine_the_teacher_swaps_in(
     for name in (
         "corewarding_ema_update",
         "corewarding_teacher_to_rollout",
-        "corewarding_log_prob_with_self_certainty",
+        "corewarding_log_prob_with_stats",
     ):
         assert hasattr(getattr(CorewardingWorker, name), MAGIC_ATTR)  # verl's @register marker
 

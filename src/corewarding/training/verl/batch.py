@@ -57,7 +57,8 @@ def view_batches(
 ) -> tuple[dict[str, RolloutBatch], dict[str, np.ndarray]]:
     """Split rows by view, keeping their order; return one RolloutBatch per view and each view's row indices.
 
-    ``statistic`` names the per-token statistic (``entropy`` / ``self_certainty``) carried in ``cr_token_stat``.
+    ``statistic`` names the per-token logits statistic carried in ``cr_token_stat`` (the method's
+    ``logits_statistic``, ``methods.logits_statistics``); each batch holds it under that name in ``stats``.
     """
     n = len(data)
     uids = column(data, "uid", [str(i) for i in range(n)])

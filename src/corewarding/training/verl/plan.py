@@ -18,8 +18,9 @@ then the KV cache) for the rollout:
   + the transfer bucket + the largest parameter (the embedding) gathered in fp32, and its copy in the rollout dtype;
 * old_log_prob (the actor's no-grad pass, entropy on for every method): + the bf16 logits of one log-prob micro-batch
   + the entropy's temporaries (verl's chunked entropy: an fp32 copy, its softmax and their product, per chunk of rows;
-  unchunked: the softmax and the product at the logits' size) or Self-Certainty's fp32 chunk, whichever is larger
-  (they run one after the other) + sdpa's dense packed mask;
+  unchunked: the softmax and the product at the logits' size) or the fp32 working set of each logits statistic the
+  worker's probe computes (Self-Certainty's chunk), whichever is larger (they run one after the other) + sdpa's
+  dense packed mask;
 * ref_log_prob: + the logits of one log-prob micro-batch + the mask (no entropy);
 * train: + fp32 gradient shards (4 bytes per parameter over all GPUs) + the bf16 logits of one training micro-batch
   and their gradient (x 2) + the layer inputs gradient checkpointing keeps (micro-batch x tokens x hidden x layers x
@@ -47,8 +48,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.config import ConfigError
+from corewarding.methods.logits_statistics import logits_statistic
 from corewarding.training.common import cell_of
-from corewarding.training.verl.verl_config import reference_dtype
+from corewarding.training.verl.verl_config import probed_statistics, reference_dtype
 
 GB = 2**30
 OVERHEAD_GB = 2.0  # per device: CUDA context, NCCL buffers, allocator fragmentation (not modelled in detail)
@@ -227,6 +229,15 @@ def entropy_gb(micro_batch: int, tokens: int, vocab: int, chunk_rows: int, dtype
     return ENTROPY_TEMPORARIES * min(chunk_rows, micro_batch * tokens) * vocab * 4 / GB
 
 
+def statistic_gb(name: str, tokens: int, vocab: int, chunk_tokens: int) -> float:
+    """The fp32 working set of the probe's logits statistic ``name`` over a micro-batch of ``tokens`` positions: its
+    ``fp32_copies`` at one chunk's size, or at the whole micro-batch's when it is not chunked or ``chunk_tokens`` is 0
+    or less (Self-Certainty: its fp32 chunk and logsumexp's temporary)."""
+    statistic = logits_statistic(name)
+    rows = chunk_tokens if statistic.chunked and chunk_tokens > 0 else tokens
+    return rows * vocab * 4 * statistic.fp32_copies / GB
+
+
 def phase_terms(
     cfg: DictConfig,
     shape: ModelShape,
@@ -256,10 +267,8 @@ def phase_terms(
     lp_logits = scaled * lp_logit
     chunk_rows = facts.entropy_chunk_rows if packed else 0  # the padded branch never chunks
     extra = entropy_gb(mb_lp, lp_tokens, shape.vocab_size, chunk_rows, nbytes)
-    if str(cfg.method.reward) == "self_certainty":
-        chunk = int(v.self_certainty_chunk_tokens)  # 0 or less: no chunking, the whole micro-batch upcast at once
-        chunk = chunk if chunk > 0 else mb_lp * lp_tokens
-        extra = max(extra, chunk * shape.vocab_size * 4 * 2 / GB)  # its fp32 chunk and logsumexp's temporary
+    for name in probed_statistics(str(cfg.method.reward)):  # computed one after another from the same logits
+        extra = max(extra, statistic_gb(name, mb_lp * lp_tokens, shape.vocab_size, int(v.self_certainty_chunk_tokens)))
     unpadded_copy = 0.0 if packed else lp_logit  # the padded branch's torch.cat of the real rows
     terms = {"old_log_prob": lp_logits + max(extra, unpadded_copy) + mask_gb(mb_lp, lp_tokens, attn, packed)}
     if has_reference(cfg):

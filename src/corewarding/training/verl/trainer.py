@@ -8,9 +8,10 @@ reward is computed over the whole batch in the last overridable call before verl
 * Co-rewarding-II: EMA-update the teacher (the reference worker; skipped by the frozen-teacher ablation), load it
   into vLLM, sample ``n`` teacher rollouts per prompt, put vLLM back to sleep (the actor's weights return at the
   step's normal weight sync). The reference worker, now the updated teacher, is the KL anchor.
-* Entropy / Self-Certainty: run the old-policy log-prob pass now (verl's own pass; for Self-Certainty the same
-  pass also returns per-token self-certainty), reward from its statistic, and hand the cached result to verl's
-  ``_compute_old_log_prob`` call that follows.
+* logits methods (Entropy, Self-Certainty): run the old-policy log-prob pass now (verl's own pass, which returns
+  the entropy; when the method declares a statistic verl does not compute, the worker's pass that also returns it,
+  as for Self-Certainty), reward from the statistic, and hand the cached result to verl's ``_compute_old_log_prob``
+  call that follows.
 * then the registered ``corewarding_<method>`` batch manager scores the batch; its rewards replace ``rm_scores``.
 """
 
@@ -39,7 +40,8 @@ from corewarding.training.verl.hook import ROW_KEY, manager_input, reward_rows, 
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.rewards import CorewardingRewardManager
 from corewarding.training.verl.rotation import rotate
-from corewarding.training.verl.worker import SELF_CERTAINTY_KEY
+from corewarding.training.verl.verl_config import VERL_STATISTICS, probed_statistics
+from corewarding.training.verl.worker import STATISTICS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +117,7 @@ class CorewardingTrainer(RayPPOTrainer):
     def _reward_step(self, batch: DataProto, metrics: dict) -> None:
         started = time.perf_counter()
         teacher, rate = self._teacher_rollouts() if self.spec.needs_teacher else (None, None)
-        stat = self._logits_statistic(batch) if self.spec.kind == "logits" else None
+        stat = self._logits_statistics(batch)[str(self.spec.logits_statistic)] if self.spec.kind == "logits" else None
         per_view = any(v.startswith("teacher_") for v in self.spec.views)  # Co-rewarding-III: teacher on each view
         data, order = manager_input(batch, teacher, stat, pairs=bool(self.cr.pairs), teacher_per_view=per_view)
         result = self.reward_manager(data, return_dict=True)
@@ -153,29 +155,37 @@ class CorewardingTrainer(RayPPOTrainer):
         teacher_out.non_tensor_batch = union_columns(teacher_out.non_tensor_batch, columns)  # DataProto.union's
         return teacher_out, rate
 
-    def _logits_statistic(self, batch: DataProto) -> torch.Tensor:
-        """The old policy's per-token entropy or self-certainty; caches the log-prob pass verl asks for next.
+    def _logits_statistics(self, batch: DataProto) -> dict[str, torch.Tensor]:
+        """The old policy's per-token logits statistics the method declares, by name; caches the log-prob pass verl
+        asks for next. verl's own pass returns the entropy; any other statistic needs the worker's pass.
 
         This runs inside ``_balance_batch``, before fit() sets ``global_token_num`` (the worker reports ``mfu``
         only with it), so it is set here from the balanced batch exactly as fit() then sets it.
         """
         batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
-        if self.spec.logits_statistic == "entropy":
-            old, mfu = super()._compute_old_log_prob(batch)
-            self._old_log_prob = (old, mfu)
-            return old.batch["entropys"]
-        old, mfu, certainty = self._log_prob_with_self_certainty(batch)
+        probed = probed_statistics(self.spec.name)
+        if probed:
+            old, mfu, stats = self._log_prob_with_stats(batch, probed)
+        else:
+            (old, mfu), stats = super()._compute_old_log_prob(batch), {}
         self._old_log_prob = (old, mfu)
-        return certainty
+        for name in self.spec.logits_statistics:
+            if name in VERL_STATISTICS:
+                stats[name] = old.batch[VERL_STATISTICS[name]]
+        return stats
 
-    def _log_prob_with_self_certainty(self, batch: DataProto) -> tuple[DataProto, float, torch.Tensor]:
-        """verl's old-log-prob pass through the worker method that also returns self-certainty."""
+    def _log_prob_with_stats(
+        self, batch: DataProto, names: tuple[str, ...]
+    ) -> tuple[DataProto, float, dict[str, torch.Tensor]]:
+        """verl's old-log-prob pass through the worker method that also returns the statistics ``names``."""
         batch_td = left_right_2_no_padding(batch.to_tensordict())
         tu.assign_non_tensor(batch_td, calculate_entropy=True, calculate_sum_pi_squared=False)
-        output = self.actor_rollout_wg.corewarding_log_prob_with_self_certainty(batch_td)
-        padded = {k: no_padding_2_padding(tu.get(output, k), batch_td).float() for k in ("log_probs", "entropy")}
-        certainty = no_padding_2_padding(tu.get(output, SELF_CERTAINTY_KEY), batch_td).float()
+        tu.assign_non_tensor(batch_td, **{STATISTICS_KEY: ",".join(names)})
+        output = self.actor_rollout_wg.corewarding_log_prob_with_stats(batch_td)
+        padded = {
+            k: no_padding_2_padding(tu.get(output, k), batch_td).float() for k in ("log_probs", "entropy", *names)
+        }
         old = DataProto.from_tensordict(
             tu.get_tensordict({"old_log_probs": padded["log_probs"], "entropys": padded["entropy"]})
         )
-        return old, tu.get(output, "metrics").get("mfu", 0.0), certainty
+        return old, tu.get(output, "metrics").get("mfu", 0.0), {name: padded[name] for name in names}

@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from corewarding import methods
 from corewarding.config import ConfigError, teacher_dtype_problem
 from corewarding.run_folder import CHECKPOINTS, VERL_DATA, VERL_LOGS, metrics_file
 from corewarding.training.common import cell_of
@@ -43,6 +44,14 @@ NEW_KEYS = (
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"  # what every Ray worker of the run gets in its environment
+# The logits statistics verl's own old-log-prob pass returns (it computes the entropy for every method), by the
+# column of that pass's DataProto that holds it; the worker's probe computes any other statistic a method declares.
+VERL_STATISTICS = {"entropy": "entropys"}
+
+
+def probed_statistics(reward: str) -> tuple[str, ...]:
+    """The logits statistics of method ``reward`` that the worker's probe computes (not verl's own)."""
+    return tuple(name for name in methods.get(reward).logits_statistics if name not in VERL_STATISTICS)
 
 
 @functools.lru_cache(maxsize=1)
@@ -298,6 +307,7 @@ def _corewarding_worker_keys(cfg: DictConfig) -> dict[str, Any]:
     return {
         f"{arr}.corewarding_teacher": bool(cfg.method.get("teacher")),  # the worker saves/loads the teacher's shards
         f"{arr}.corewarding_view_sum_loss": trains_pairs(cfg) and bool(cfg.verl.view_sum_loss),
+        # the chunk of every chunked statistic the probe computes (the key's name predates the statistics registry)
         f"{arr}.corewarding_self_certainty_chunk_tokens": int(cfg.verl.self_certainty_chunk_tokens),
         f"{arr}.ref.fsdp_config.model_dtype": reference_dtype(cfg),
     }

@@ -4,8 +4,9 @@
   on each rank's FSDP shards (``teacher.ema_update_shards``).
 * ``corewarding_teacher_to_rollout``: load the teacher's weights into the rollout engine (verl's own
   ``update_weights`` path, reading the reference engine instead of the actor's), so the teacher samples with vLLM.
-* ``corewarding_log_prob_with_self_certainty``: verl's log-prob pass, also returning per-token self-certainty
-  computed from the same temperature-scaled logits (through the engine's logits-processor hook).
+* ``corewarding_log_prob_with_stats``: verl's log-prob pass, also returning the per-token logits statistics the
+  trainer names (``methods.logits_statistics``; Self-Certainty's) computed from the same temperature-scaled logits
+  (through the engine's logits-processor hook).
 
 Checkpoints additionally hold the teacher's shards (verl saves only the actor).
 """
@@ -13,6 +14,7 @@ Checkpoints additionally hold the teacher's shards (verl saves only the actor).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,8 @@ from verl.utils.torch_dtypes import PrecisionType
 from verl.workers.engine_workers import ActorRolloutRefWorker
 from verl.workers.utils.losses import ppo_loss
 
-from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS, token_self_certainty
+from corewarding.methods.logits_rewards import DEFAULT_CHUNK_TOKENS
+from corewarding.methods.logits_statistics import logits_statistic
 from corewarding.training.verl.checkpoint_guard import check_optimizer_state, check_pickles, rank_shards
 from corewarding.training.verl.phase_memory import measured
 from corewarding.training.verl.rollout_weights import CastWeights, EngineHolder
@@ -44,31 +47,36 @@ log = logging.getLogger(__name__)
 
 ONE_TO_ALL: Any = Dispatch.ONE_TO_ALL  # type: ignore[attr-defined]  # verl adds Dispatch members at import
 
-SELF_CERTAINTY_KEY = "self_certainty"
-CHUNK_KEY = "corewarding_self_certainty_chunk_tokens"  # optional actor_rollout_ref key; default DEFAULT_CHUNK_TOKENS
+# optional actor_rollout_ref key (default DEFAULT_CHUNK_TOKENS): the chunk of every chunked statistic the probe
+# computes; named when Self-Certainty was the only one, kept so the verl config stays the same
+CHUNK_KEY = "corewarding_self_certainty_chunk_tokens"
+STATISTICS_KEY = "corewarding_logits_statistics"  # the log-prob pass's input: the statistics' names, comma-joined
 
 
-class SelfCertaintyProbe:
+class LogitsStatisticsProbe:
     """Stands in for the loss function during a forward-only pass.
 
     The engine calls it twice per micro-batch: with ``student_logits`` (the temperature-scaled logits, shape
-    ``(1, tokens, vocab)``) to collect extra per-token outputs, then as the loss, which is not needed here.
-    Self-certainty is computed ``chunk_tokens`` positions at a time, so only one chunk is ever upcast to fp32.
+    ``(1, tokens, vocab)``) to collect extra per-token outputs, one per statistic under its name, then as the loss,
+    which is not needed here. A chunked statistic (Self-Certainty) is computed ``chunk_tokens`` positions at a time,
+    so only one chunk is ever upcast to fp32.
     """
 
-    def __init__(self, chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS) -> None:
+    def __init__(self, names: Sequence[str], chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS) -> None:
+        self.statistics = [logits_statistic(name) for name in names]
         self.chunk_tokens = chunk_tokens
 
     def __call__(self, student_logits: torch.Tensor | None = None, **kwargs: Any) -> Any:
         if student_logits is not None:
             with torch.no_grad():
-                return {SELF_CERTAINTY_KEY: token_self_certainty(student_logits.detach(), self.chunk_tokens)}
+                logits = student_logits.detach()
+                return {s.name: s.compute(logits, self.chunk_tokens) for s in self.statistics}
         device = kwargs["data"]["input_ids"].device if "data" in kwargs else None
         return torch.zeros((), device=device), {}
 
 
 class CorewardingWorker(ActorRolloutRefWorker):
-    """``ActorRolloutRefWorker`` plus the teacher EMA, teacher rollouts and the self-certainty pass."""
+    """``ActorRolloutRefWorker`` plus the teacher EMA, teacher rollouts and the logits-statistics pass."""
 
     def _has_teacher(self) -> bool:
         return bool(self.config.get("corewarding_teacher", False)) and self.ref is not None
@@ -100,12 +108,17 @@ class CorewardingWorker(ActorRolloutRefWorker):
 
     @register(dispatch_mode=make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))
     @measured("old_log_prob")
-    def corewarding_log_prob_with_self_certainty(self, data: TensorDict) -> TensorDict | None:
-        """The actor's log-prob pass (log-probs, entropy) plus per-token self-certainty of the same logits."""
+    def corewarding_log_prob_with_stats(self, data: TensorDict) -> TensorDict | None:
+        """The actor's log-prob pass (log-probs, entropy) plus, per token, each logits statistic the input names
+        (``STATISTICS_KEY``) of the same logits, under its name."""
         actor: Any = self.actor
+        names = tu.get(data, STATISTICS_KEY)
+        if not names:
+            raise ValueError(f"the log-prob pass needs {STATISTICS_KEY}: the names of the statistics to compute")
+        probe = LogitsStatisticsProbe(str(names).split(","), int(self.config.get(CHUNK_KEY, DEFAULT_CHUNK_TOKENS)))
         tu.assign_non_tensor(data, distillation_use_topk=True, distillation_only=False, compute_loss=True)
         loss_fn = actor.loss_fn
-        actor.loss_fn = SelfCertaintyProbe(int(self.config.get(CHUNK_KEY, DEFAULT_CHUNK_TOKENS)))
+        actor.loss_fn = probe
         try:
             output = actor.infer_batch(data)
         finally:
