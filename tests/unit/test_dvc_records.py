@@ -171,7 +171,7 @@ STAGE_DRIVER = """
 import sys
 from pathlib import Path
 from corewarding.pipeline.dvc import run_dvc
-from corewarding.pipeline.prefect_session import interruptible
+from corewarding.interrupts import interruptible
 with interruptible():  # as `pipeline run`: SIGTERM unwinds like Ctrl-C, in this process only
     run_dvc(Path(sys.argv[1]), "repro", "slow")
 """

@@ -21,14 +21,9 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.settings import get_current_settings
 
+from corewarding.interrupts import Interrupted, deferred_interrupts, interruptible, resume_hint
 from corewarding.pipeline import prefect_session
-from corewarding.pipeline.prefect_session import (
-    Interrupted,
-    deferred_interrupts,
-    interruptible,
-    prefect_api,
-    resume_hint,
-)
+from corewarding.pipeline.prefect_session import prefect_api
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 STOP_BUDGET_S = 15  # crash report, log drain (5 s at most), server stop (5 s, then SIGKILL)
@@ -204,7 +199,7 @@ def test_sigterm_unwinds_like_ctrl_c() -> None:
     child = _python(
         """
         import time
-        from corewarding.pipeline.prefect_session import Interrupted, interruptible
+        from corewarding.interrupts import Interrupted, interruptible
 
         try:
             with interruptible():

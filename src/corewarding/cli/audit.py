@@ -17,12 +17,13 @@ from pathlib import Path
 from corewarding.cli.pipeline import selection_kwargs
 from corewarding.config import compose_config
 from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.interrupts import Interrupted, interruptible, resume_hint
 from corewarding.matrix import load_matrix
 from corewarding.pipeline.audit import AUDIT_STEP
 from corewarding.pipeline.audit_plan import as_rows, estimate, format_estimate
 from corewarding.pipeline.cells import selected_cells
 from corewarding.pipeline.pool_checks import check_pipeline, require_api_url
-from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
+from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
 
 log = logging.getLogger(__name__)

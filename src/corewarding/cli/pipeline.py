@@ -11,6 +11,7 @@ from typing import Any
 
 from corewarding import CHECKOUT
 from corewarding.config import compose_config
+from corewarding.interrupts import Interrupted, interruptible, resume_hint
 from corewarding.matrix import load_matrix
 from corewarding.pipeline import steps
 from corewarding.pipeline.cells import (
@@ -33,7 +34,7 @@ from corewarding.pipeline.pool_checks import (
     require_api_url,
     warn_if_open,
 )
-from corewarding.pipeline.prefect_session import Interrupted, interruptible, prefect_api, resume_hint
+from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
 from corewarding.pipeline.worker import checkout_root
 

@@ -11,7 +11,7 @@ from typing import Any
 from corewarding.cli import verl as verl_cli
 from corewarding.cli.verl import dry_run, print_launch
 from corewarding.config import compose_config
-from corewarding.pipeline.prefect_session import Interrupted, interruptible
+from corewarding.interrupts import Interrupted, interruptible
 from corewarding.training import backend
 from corewarding.training.errors import TrainingInterrupted
 

@@ -25,9 +25,9 @@ from ruamel.yaml import YAML
 
 from corewarding.config import load_group_option
 from corewarding.files import atomic_path
+from corewarding.interrupts import deferred_interrupts
 from corewarding.pipeline import dvc_lock
 from corewarding.pipeline.cells import CellPlan, dvc_entry
-from corewarding.pipeline.prefect_session import deferred_interrupts
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _wait(proc: subprocess.Popen[bytes], what: str, timeout: float | None) -> in
     except subprocess.TimeoutExpired:
         _kill(proc)
         raise DvcError(f"{what} did not finish in {timeout} s; stopped it") from None
-    except BaseException:  # KeyboardInterrupt: Ctrl-C, or SIGTERM under prefect_session.interruptible
+    except BaseException:  # KeyboardInterrupt: Ctrl-C, or SIGTERM under interrupts.interruptible
         with deferred_interrupts():  # a second Ctrl-C must not cut this short
             _stop_on_interrupt(proc, what)
         raise
