@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,29 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path: Path) 
     result = _lint_imports(checkout)
     assert result.returncode == 1
     assert "corewarding.files -> corewarding.training.backend" in result.stdout
+
+
+def _contract_units() -> list[str]:
+    """Every unit the floors contract names (``a | b`` on one floor are two units)."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [floors] = [c["layers"] for c in contracts if c["type"] == "layers"]
+    return [unit.strip() for floor in floors for unit in floor.split("|")]
+
+
+def test_every_module_of_the_package_takes_a_floor() -> None:
+    """The floor list is closed: a new module or package of corewarding must be given a floor in the contract."""
+    package = ROOT / "src" / "corewarding"
+    modules = {f"corewarding.{p.stem}" for p in package.glob("*.py") if not p.name.startswith("__")}
+    packages = {f"corewarding.{p.name}" for p in package.iterdir() if (p / "__init__.py").is_file()}
+    units = set(_contract_units())
+    without = (modules | packages) - units
+    assert not without, f"modules without a floor in pyproject.toml: {sorted(without)}"
+    assert not units - (modules | packages | {"flows", "dashboard"}), "the contract names a unit that does not exist"
+
+
+def test_the_architecture_page_names_every_unit_of_the_contract() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    table = page.split("## The floors, top to bottom", 1)[1].split("```", 2)[1]  # the floor table's code block
+    named = set(re.findall(r"[a-z_]+", table))
+    missing = [unit for unit in _contract_units() if unit.rsplit(".", 1)[-1] not in named]
+    assert not missing, f"docs/architecture.md's floor table does not name: {missing}"
