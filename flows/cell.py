@@ -17,11 +17,11 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
-from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import plan_cell
 from corewarding.pipeline.job_checks import check_job, worker_store
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
+from corewarding.pipeline.store import sharing
 from corewarding.pipeline.versions import check_same, code_version, config_hash
 from flows import tasks
 

@@ -24,12 +24,12 @@ from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
 from prefect.states import Cancelled, Cancelling, Crashed, State
 
-from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.jobs import CellJob, cell_job
-from corewarding.pipeline.leases import LeaseWatch
 from corewarding.pipeline.report import CellFailed, CellReport
 from corewarding.pipeline.settings import PipelineSettings
+from corewarding.pipeline.store import sharing
+from corewarding.pipeline.store.leases import LeaseWatch
 from corewarding.pipeline.versions import code_version
 from flows import tasks
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from prefect import flow
 
-from corewarding.pipeline import sharing
 from corewarding.pipeline.cells import CellPlan, all_data_stages, data_groups, plan_cells
 from corewarding.pipeline.jobs import cell_job
 from corewarding.pipeline.report import CellReport, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, load_settings, should_record
+from corewarding.pipeline.store import sharing
 from flows import fanout, tasks
 from flows.cell import cell
 

@@ -15,11 +15,12 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
 from corewarding.pipeline import audit as audits
-from corewarding.pipeline import dvc, sharing, steps
+from corewarding.pipeline import dvc, steps
 from corewarding.pipeline.cells import CellPlan, Selection, plan_cell, plan_cells
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, io_retries
+from corewarding.pipeline.store import sharing
 
 
 def _retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:

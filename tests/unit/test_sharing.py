@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.pipeline.sharing import share_data_files, shared_paths
-from corewarding.pipeline.store import ArtifactStore
+from corewarding.pipeline.store.sharing import share_data_files, shared_paths
+from corewarding.pipeline.store.transport import ArtifactStore
 
 
 def test_share_copies_new_or_changed_files_only_and_names_a_missing_one(

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.pipeline.store import ArtifactStore, RunSyncer, StoreError, store_from_config
+from corewarding.pipeline.store.run_sync import RunSyncer
+from corewarding.pipeline.store.transport import ArtifactStore, StoreError, store_from_config
 
 CELL = "entropy__tiny__tiny"
 DVC = str(Path(sys.executable).parent / "dvc")

@@ -188,7 +188,7 @@ def _api_url() -> str:
 def _own_store(root: Path) -> str | None:
     """The store configured in this checkout (configs/pipeline.yaml: store.url or store.dvc_remote)."""
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
-    from corewarding.pipeline.sharing import store_url  # fsspec: imported when used
+    from corewarding.pipeline.store.sharing import store_url  # fsspec: imported when used
 
     return store_url(load_settings([]), root)
 

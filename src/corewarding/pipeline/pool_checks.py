@@ -13,7 +13,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from corewarding.pipeline.store import STORE_SUBDIR, ArtifactStore, dvc_remote_url
+from corewarding.pipeline.store.transport import STORE_SUBDIR, ArtifactStore, dvc_remote_url
 
 log = logging.getLogger(__name__)
 

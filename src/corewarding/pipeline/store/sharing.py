@@ -18,7 +18,8 @@ from corewarding.files import file_sha256
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.report import CellReport
 from corewarding.pipeline.settings import PipelineSettings
-from corewarding.pipeline.store import ArtifactStore, RunSyncer, store_from_config
+from corewarding.pipeline.store.run_sync import RunSyncer
+from corewarding.pipeline.store.transport import ArtifactStore, store_from_config
 
 log = logging.getLogger(__name__)
 
