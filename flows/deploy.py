@@ -17,7 +17,7 @@ from prefect.schedules import Cron
 from prefect.workers.process import ProcessWorker
 
 from corewarding.pipeline.settings import deployment_specs
-from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, ENTRYPOINTS, PIPELINE_ENGINE_COMMAND, PULL_STEP
+from corewarding.runtime.worker import CELL_ENGINE_COMMAND, ENTRYPOINTS, PIPELINE_ENGINE_COMMAND, PULL_STEP
 from flows.cell import cell
 from flows.pipeline import pipeline
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from corewarding.pipeline.worker import CELL_ENGINE_COMMAND, PIPELINE_ENGINE_COMMAND, PULL_STEP
+from corewarding.runtime.worker import CELL_ENGINE_COMMAND, PIPELINE_ENGINE_COMMAND, PULL_STEP
 from tests.support.prefect_server import prefect_server
 from tests.support.repo import clone_project, dvc_bin
 

@@ -191,7 +191,7 @@ def _cell_processes(workers: dict[str, subprocess.Popen[bytes]]) -> list[psutil.
     for proc in workers.values():
         for child in psutil.Process(proc.pid).children(recursive=True):
             try:
-                if "corewarding.pipeline.cell_engine" in " ".join(child.cmdline()):
+                if "corewarding.runtime.cell_engine" in " ".join(child.cmdline()):
                     found.append(child)
             except psutil.NoSuchProcess:
                 continue

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-RUNNER = "from corewarding.pipeline.cell_engine import run_then_exit; run_then_exit('probe')"
+RUNNER = "from corewarding.runtime.cell_engine import run_then_exit; run_then_exit('probe')"
 
 
 def _run_probe(tmp_path: Path, ending: str) -> subprocess.CompletedProcess[str]:
@@ -53,7 +53,7 @@ def test_an_exception_leaves_the_normal_way(tmp_path: Path) -> None:
 
 def test_prefects_engine_runs_under_it(tmp_path: Path) -> None:
     env = {**os.environ, "PREFECT__FLOW_RUN_ID": "not-a-uuid", "PREFECT_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "corewarding.pipeline.cell_engine"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "corewarding.runtime.cell_engine"], env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 1
     assert "Invalid flow run id" in done.stdout + done.stderr

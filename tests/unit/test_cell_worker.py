@@ -18,8 +18,8 @@ import pytest
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.exceptions import PrefectHTTPStatusError
 
-from corewarding.pipeline.cell_worker import CellWorker
-from corewarding.pipeline.prefect_session import prefect_api
+from corewarding.runtime.cell_worker import CellWorker
+from corewarding.runtime.prefect_session import prefect_api
 
 BIN = Path(sys.executable).parent
 

@@ -14,10 +14,10 @@ from prefect.states import Completed, Crashed, Running
 
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
-from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.report import CellReport
 from corewarding.pipeline.settings import load_settings
 from corewarding.pipeline.store import sharing
+from corewarding.runtime.prefect_session import prefect_api
 from flows import fanout
 from flows.deploy import deploy_to_pool
 from flows.fanout import cancel_runs, read_runs

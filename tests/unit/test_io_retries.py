@@ -13,7 +13,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from corewarding.pipeline import steps
-from corewarding.pipeline.prefect_session import prefect_api
+from corewarding.runtime.prefect_session import prefect_api
 from flows import tasks
 
 attempts: list[str] = []

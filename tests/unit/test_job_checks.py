@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.pipeline.cell_worker import OtherCode, vet_parameters
 from corewarding.pipeline.job_checks import JobRefused, check_job, check_overrides, same_store
 from corewarding.pipeline.jobs import CellJob
-from corewarding.pipeline.pool_checks import is_loopback
+from corewarding.runtime.cell_worker import OtherCode, vet_parameters
+from corewarding.runtime.pool_checks import is_loopback
 
 GOOD = CellJob(
     matrix="demo", cell_id="gt_grpo__tiny__tiny", overrides=("schedule.total_steps=8",), store_url="/shared/store",

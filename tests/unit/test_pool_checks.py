@@ -20,10 +20,10 @@ from prefect.client.schemas.actions import WorkPoolCreate
 from corewarding.cli import main
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
-from corewarding.pipeline.pool_checks import answers_without_auth, warn_if_open
-from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.settings import load_settings
 from corewarding.pipeline.versions import code_version, config_hash
+from corewarding.runtime.pool_checks import answers_without_auth, warn_if_open
+from corewarding.runtime.prefect_session import prefect_api
 from flows import cell as cell_flow
 from flows.cell import cell
 from tests.support.net import free_port

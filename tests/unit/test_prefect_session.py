@@ -22,8 +22,8 @@ from prefect.client.orchestration import get_client
 from prefect.settings import get_current_settings
 
 from corewarding.interrupts import Interrupted, deferred_interrupts, interruptible, resume_hint
-from corewarding.pipeline import prefect_session
-from corewarding.pipeline.prefect_session import prefect_api
+from corewarding.runtime import prefect_session
+from corewarding.runtime.prefect_session import prefect_api
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 STOP_BUDGET_S = 15  # crash report, log drain (5 s at most), server stop (5 s, then SIGKILL)
@@ -176,7 +176,7 @@ def test_the_server_dies_with_its_parent_even_on_sigkill(checkout: Path) -> None
         """
         import sys, time
         from pathlib import Path
-        from corewarding.pipeline.prefect_session import prefect_api
+        from corewarding.runtime.prefect_session import prefect_api
 
         with prefect_api(Path(sys.argv[1])) as url:
             print("ready", url, flush=True)

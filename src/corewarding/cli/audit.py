@@ -22,9 +22,9 @@ from corewarding.matrix import load_matrix
 from corewarding.pipeline.audit import AUDIT_STEP
 from corewarding.pipeline.audit_plan import as_rows, estimate, format_estimate
 from corewarding.pipeline.cells import selected_cells
-from corewarding.pipeline.pool_checks import check_pipeline, require_api_url
-from corewarding.pipeline.prefect_session import prefect_api
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+from corewarding.runtime.pool_checks import check_pipeline, require_api_url
+from corewarding.runtime.prefect_session import prefect_api
 
 log = logging.getLogger(__name__)
 STEPS = [AUDIT_STEP, "ingest"]

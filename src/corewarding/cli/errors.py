@@ -14,8 +14,8 @@ from omegaconf.errors import OmegaConfBaseException
 from corewarding.config import ConfigError
 from corewarding.files import SourceError
 from corewarding.pipeline.dvc import DvcError
-from corewarding.pipeline.pool_checks import PoolError
 from corewarding.pipeline.store.transport import StoreError
+from corewarding.runtime.pool_checks import PoolError
 from corewarding.training.errors import CheckpointError, RunInUseError, RunWriteError
 
 ONE_LINE = (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError, DvcError,

@@ -26,7 +26,8 @@ from corewarding.pipeline.cells import (
 )
 from corewarding.pipeline.dvc import add_cells_to_params, add_data_stages
 from corewarding.pipeline.job_checks import STORE_VARIABLE, JobRefused, check_overrides
-from corewarding.pipeline.pool_checks import (
+from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+from corewarding.runtime.pool_checks import (
     PoolError,
     check_pipeline,
     check_pool,
@@ -34,9 +35,8 @@ from corewarding.pipeline.pool_checks import (
     require_api_url,
     warn_if_open,
 )
-from corewarding.pipeline.prefect_session import prefect_api
-from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
-from corewarding.pipeline.worker import checkout_root
+from corewarding.runtime.prefect_session import prefect_api
+from corewarding.runtime.worker import checkout_root
 
 
 def listing(value: str | None) -> list[str] | None:
@@ -194,7 +194,7 @@ def _own_store(root: Path) -> str | None:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from corewarding.pipeline.cell_worker import start  # prefect: imported when used
+    from corewarding.runtime.cell_worker import start  # prefect: imported when used
 
     api_url = _api_url()
     if not api_url:

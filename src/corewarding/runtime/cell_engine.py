@@ -11,8 +11,8 @@ takes the next one). Once the engine has returned, the exit hooks run as at a no
 Prefect drains its queued logs and events, then the ``atexit`` handlers), and the process ends with the engine's
 exit code. Any exception other than SystemExit leaves the normal way (traceback and exit status).
 
-    python -m corewarding.pipeline.cell_engine      # what the corewarding-cell deployments run (PREFECT__FLOW_RUN_ID)
-    python -m corewarding.pipeline.cell_engine pipeline     # the scheduled pipeline deployments
+    python -m corewarding.runtime.cell_engine      # what the corewarding-cell deployments run (PREFECT__FLOW_RUN_ID)
+    python -m corewarding.runtime.cell_engine pipeline     # the scheduled pipeline deployments
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-from corewarding.pipeline.worker import ENTRYPOINTS, enter_checkout
+from corewarding.runtime.worker import ENTRYPOINTS, enter_checkout
 
 
 def exit_code(value: object) -> int:

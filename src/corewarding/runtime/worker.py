@@ -15,13 +15,13 @@ from corewarding import CHECKOUT
 log = logging.getLogger(__name__)
 
 ROOT_VARIABLE = "COREWARDING_ROOT"
-PULL_STEP = "corewarding.pipeline.worker.enter_checkout"
+PULL_STEP = "corewarding.runtime.worker.enter_checkout"
 # A cell run's process: Prefect's engine straight away, ending without the interpreter's teardown (see
-# corewarding.pipeline.cell_engine). Without a command, Prefect's process worker starts a workspace supervisor that
+# corewarding.runtime.cell_engine). Without a command, Prefect's process worker starts a workspace supervisor that
 # runs the pull steps and then execs the engine: two interpreter and Prefect start-ups per cell (about 2.5 s each
 # here) instead of one; the engine runs the pull step itself. `python` is the worker's: the project's environment
 # is active where a worker starts (the GPU image has it first on PATH).
-CELL_ENGINE_COMMAND = "python -m corewarding.pipeline.cell_engine"
+CELL_ENGINE_COMMAND = "python -m corewarding.runtime.cell_engine"
 PIPELINE_ENGINE_COMMAND = f"{CELL_ENGINE_COMMAND} pipeline"  # the scheduled pipeline runs' process, the same way
 # The platform's flows, by the name the engine command gives: the only code a worker runs, whatever a deployment on
 # the server says (its entrypoint and pull steps are not read: docs/work-pool.md)

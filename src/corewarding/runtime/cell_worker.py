@@ -42,7 +42,7 @@ from prefect.workers.process import ProcessJobConfiguration, ProcessWorker
 from corewarding.pipeline.job_checks import JobRefused, check_job, check_overrides, worker_store
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.versions import code_version
-from corewarding.pipeline.worker import ENGINE_COMMANDS, ENTRYPOINTS, PULL_STEP
+from corewarding.runtime.worker import ENGINE_COMMANDS, ENTRYPOINTS, PULL_STEP
 
 log = logging.getLogger(__name__)
 
