@@ -144,18 +144,7 @@ def method_colour(method: str) -> str:
     return METHOD_COLOURS[max(known, key=len)] if known else OTHER_COLOUR
 
 
-REWARD_UNITS = {"text": "0/1", "entropy": "negative entropy, nats", "self_certainty": "nats"}
-
-
-def reward_unit(method: str) -> str:
-    """What the method's mean reward counts: ``0/1`` for the rewards that check or vote on answers, ``nats`` for
-    Self-Certainty's mean self-certainty, ``negative entropy, nats`` for Entropy's negative mean entropy (so their scale
-    differs); a variant (``majority_voting_rephrased``) takes its method's, an unknown method ``?``."""
-    known = [m for m in methods.names() if method == m or method.startswith(m + "_")]
-    if not known:
-        return "?"
-    spec = methods.get(max(known, key=len))
-    return REWARD_UNITS.get(spec.logits_statistic or spec.kind, "?")
+UNITS_HELP = "; ".join(f"{unit}: {meaning}" for unit, meaning in methods.REWARD_UNITS.items())
 
 
 def method_scale(methods: list[str]) -> alt.Scale:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.common import plain, query, require_store, reward_unit, runs_choice, stored_runs, table
+from corewarding.methods import reward_unit
+from dashboard.common import plain, query, require_store, runs_choice, stored_runs, table
 from dashboard.config_diff import config_table
 from dashboard.curves_chart import curves_chart, run_labels, smooth
 

@@ -11,10 +11,11 @@ import re
 import pandas as pd
 import streamlit as st
 
+from corewarding.methods import reward_unit
 from corewarding.results.attempts import failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.chart_controls import export_buttons, y_axis_choices
-from dashboard.common import plain, query, require_store, reward_unit, run_choice, stored_runs, table
+from dashboard.common import UNITS_HELP, plain, query, require_store, run_choice, stored_runs, table
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
 from dashboard.released_table import SUBHEADER, hub_note, released_table
 
@@ -28,7 +29,6 @@ SYSTEM_METRICS = {
     "GPU utilisation, %": ("gpu_utilization",),
 }
 
-CARD_UNITS = {"negative entropy, nats": "-entropy"}  # short enough for a card's label; the full unit is in its help
 
 
 def picked_run(runs: pd.DataFrame) -> str:
@@ -50,8 +50,8 @@ def facts(run: dict[str, object], metrics: pd.DataFrame) -> None:
         ("Steps", f"{run['last_step']}/{run['total_steps']}" if pd.notna(run["last_step"]) else "–",
          "last logged step / total steps"),
         ("Val acc", _number(last.get("last_val_acc")), "validation accuracy at the last step that logged it"),
-        (f"Reward ({CARD_UNITS.get(unit, unit)})", _number(last.get("last_reward")),
-         f"mean reward at the last training step, in {unit} (0/1: answer checks and votes; nats: logit rewards)"),
+        (f"Reward ({unit})", _number(last.get("last_reward")),
+         f"mean reward at the last training step, in {unit} ({UNITS_HELP})"),
         ("Train hours", _number(last.get("wall_hours"), 2), "training wall time: the sum of step_seconds"),
     ]  # fmt: skip
     for column, (label, value, help_text) in zip(st.columns(len(cards)), cards, strict=True):

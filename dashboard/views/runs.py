@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.matrix import load_matrix, matrix_names
-from dashboard.common import plain, query, require_store, reward_unit, stored_runs, table
+from corewarding.methods import reward_unit
+from dashboard.common import UNITS_HELP, plain, query, require_store, stored_runs, table
 
 FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset", "status": "Status"}
 GROUP_BY = {"none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status"}
@@ -22,7 +23,7 @@ COLUMNS = [
 NUMBER = {
     "last_val_acc": st.column_config.NumberColumn("last val acc", format="%.3f", help="validation accuracy, last step"),
     "last_reward": st.column_config.NumberColumn("last reward", format="%.3f", help="mean reward, last training step"),
-    "reward_unit": st.column_config.TextColumn("reward unit", help="0/1: answer checks and votes; nats: logit rewards"),
+    "reward_unit": st.column_config.TextColumn("reward unit", help=UNITS_HELP),
     "collapse": st.column_config.TextColumn("collapse", help="rules fired (default thresholds), earliest onset first"),
     "wall_hours": st.column_config.NumberColumn("train hours", format="%.2f", help="sum of step_seconds (wall time)"),
     "gpu_hours": st.column_config.NumberColumn("GPU-hours", format="%.2f", help="run.json's GPU-hour ledger"),

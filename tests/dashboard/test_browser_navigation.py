@@ -119,7 +119,7 @@ def _run_pages(page: Any, url: str, shots: Path) -> None:
     assert _params(page)["run"][0].startswith(A + "@")
 
     page.goto(f"{url}/run?cell={C}")  # Entropy's reward unit, the longest card label
-    page.get_by_text("Reward (-entropy)").wait_for(timeout=WAIT)
+    page.get_by_text("Reward (-nats)").wait_for(timeout=WAIT)
     _settled(page)
     assert _overflowing(page, '[data-testid="stMetric"]') == []
 
@@ -148,7 +148,7 @@ def _runs_table(page: Any, url: str, shots: Path) -> None:
     for column in ("run_id", "status", "last val acc", "last reward", "reward unit", "collapse", "train hours"):
         assert column in names, names
     cells = grid.locator('[role="gridcell"]').all_text_contents()
-    assert (cells.count("0/1"), cells.count("nats"), cells.count("negative entropy, nats")) == (4, 1, 1), cells
+    assert (cells.count("0/1"), cells.count("nats"), cells.count("-nats")) == (4, 1, 1), cells
     shoot(page, shots, "runs-metric-columns")
 
 

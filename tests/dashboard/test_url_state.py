@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from corewarding.methods import reward_unit
 from corewarding.results.store import reader, writer
 from dashboard import queries
-from dashboard.common import plain, reward_unit
+from dashboard.common import plain
 from tests.support.apptest import render
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -109,7 +110,7 @@ def test_the_run_table_searches_and_shows_metric_columns(app: AppTest) -> None:
 @pytest.mark.parametrize(
     ("method", "unit"),
     [("gt_grpo", "0/1"), ("majority_voting_rephrased", "0/1"), ("self_certainty", "nats"),
-     ("entropy", "negative entropy, nats"), ("someone_elses", "?")],
+     ("entropy", "-nats"), ("someone_elses", "?")],
 )  # fmt: skip
 def test_reward_units(method: str, unit: str) -> None:
     assert reward_unit(method) == unit

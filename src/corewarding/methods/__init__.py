@@ -10,7 +10,8 @@ from corewarding.methods import (  # noqa: F401  (imported to register)
     self_certainty,
 )
 from corewarding.methods.base import Rollout, Scored, ScoreResult
-from corewarding.methods.registry import MethodSpec, get, names, register
+from corewarding.methods.registry import REWARD_UNITS, MethodSpec, get, names, register, reward_unit
 from corewarding.methods.voting import Voter
 
-__all__ = ["MethodSpec", "Rollout", "ScoreResult", "Scored", "Voter", "get", "names", "register"]
+__all__ = ["REWARD_UNITS", "MethodSpec", "Rollout", "ScoreResult", "Scored", "Voter"]
+__all__ += ["get", "names", "register", "reward_unit"]

@@ -39,6 +39,7 @@ class MethodSpec:
     needs_teacher: bool = False
     complete_views: bool = False
     view_metrics: ViewMetrics | None = None
+    reward_unit: str = "0/1"  # what its mean reward counts (a key of REWARD_UNITS): tables and charts label it
 
     @property
     def logits_statistics(self) -> tuple[str, ...]:
@@ -47,6 +48,8 @@ class MethodSpec:
 
 
 _REGISTRY: dict[str, MethodSpec] = {}
+# Each reward unit and what it means, for a table's footnote or a column's help (a method's ``reward_unit``).
+REWARD_UNITS = {"0/1": "answers agreeing with the label", "nats": "self-certainty", "-nats": "negative entropy"}
 
 
 def register(spec: MethodSpec) -> MethodSpec:
@@ -59,6 +62,17 @@ def register(spec: MethodSpec) -> MethodSpec:
         logits_statistic(name)  # an unknown statistic is an error here, not at the first training step
     _REGISTRY[spec.name] = spec
     return spec
+
+
+def reward_unit(method: str) -> str:
+    """What ``method``'s mean reward counts (``0/1``, ``nats``, ``-nats``); a variant of a method
+    (``majority_voting_rephrased``) takes the method's, an unknown name ``?``.
+
+    >>> reward_unit("gt_grpo"), reward_unit("entropy"), reward_unit("majority_voting_rephrased"), reward_unit("x")
+    ('0/1', '-nats', '0/1', '?')
+    """
+    known = [m for m in _REGISTRY if method == m or method.startswith(m + "_")]
+    return _REGISTRY[max(known, key=len)].reward_unit if known else "?"
 
 
 def get(name: str) -> MethodSpec:

@@ -29,5 +29,6 @@ SPEC = register(
         rewarded_views=("original",),
         sequence_reward=sequence_reward,
         logits_statistic="self_certainty",
+        reward_unit="nats",
     )
 )

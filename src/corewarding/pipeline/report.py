@@ -124,13 +124,12 @@ def _training_summary(run_dir: Path) -> dict[str, Any]:
 
 
 def reward_unit(cell_id: str) -> str:
-    """What a cell's mean reward is measured in: ``0/1`` (answer agreement), ``nats`` (self-certainty) or
-    ``-nats`` (negative entropy); ``?`` for a cell id that names no known method."""
+    """What a cell's mean reward is measured in (``methods.reward_unit`` of its method); ``?`` for a cell id that
+    names no known method."""
     try:
-        spec = methods.get(parse_cell_id(cell_id).method)
-    except (KeyError, ValueError):
+        return methods.reward_unit(parse_cell_id(cell_id).method)
+    except ValueError:
         return "?"
-    return {"self_certainty": "nats", "entropy": "-nats"}.get(spec.logits_statistic or "", "0/1")
 
 
 def _attempt_number(cell: CellReport) -> str:
@@ -232,10 +231,11 @@ def format_report(report: PipelineReport) -> str:
     return "\n".join(lines)
 
 
-TINY_NOTE = """
+UNITS_NOTE = "; ".join(f"{unit} = {meaning}" for unit, meaning in methods.REWARD_UNITS.items())
+TINY_NOTE = f"""
 A plumbing check, not a result: the tiny cells train a random-weight model on a small synthetic set and evaluate on
 16 problems (one right is 0.062), so the methods score alike by chance. val acc: step 0 (the base model) -> the last
-step. unit: 0/1 = answers agreeing with the label; nats = self-certainty; -nats = negative entropy."""
+step. unit: {UNITS_NOTE}."""
 
 
 def _is_tiny(cell_id: str) -> bool:
