@@ -10,6 +10,7 @@ from typing import Any
 from corewarding import methods
 from corewarding.matrix import parse_cell_id
 from corewarding.run_folder import EVAL_METRICS, metrics_file, released_dir
+from corewarding.tiny import PLUMBING_CHECK
 from corewarding.training.run_record import read_record
 
 CELL_STEPS = ("train", "evaluate", "ingest", "publish")
@@ -233,8 +234,7 @@ def format_report(report: PipelineReport) -> str:
 
 UNITS_NOTE = "; ".join(f"{unit} = {meaning}" for unit, meaning in methods.REWARD_UNITS.items())
 TINY_NOTE = f"""
-A plumbing check, not a result: the tiny cells train a random-weight model on a small synthetic set and evaluate on
-16 problems (one right is 0.062), so the methods score alike by chance. val acc: step 0 (the base model) -> the last
+{PLUMBING_CHECK} val acc: step 0 (the base model) -> the last
 step. unit: {UNITS_NOTE}."""
 
 

@@ -37,6 +37,7 @@ from corewarding.results.report_html import num as _num
 from corewarding.results.report_html import table as _table
 from corewarding.results.report_released import released_section
 from corewarding.results.store import reader
+from corewarding.tiny import PLUMBING_CHECK
 
 log = logging.getLogger(__name__)
 
@@ -408,12 +409,7 @@ def _header(data: ReportData) -> str:
         else ""
     )
     tiny = len(data.runs) and bool((data.runs["base_model"] == "tiny").all())
-    plumbing = (
-        '<p class="warn">These runs train the tiny random-weight model on the tiny synthetic set: a plumbing check '
-        "that every stage runs, not a result (its scores are a few problems of 16 right, by chance).</p>"
-        if tiny
-        else ""
-    )
+    plumbing = f'<p class="warn">{escape(PLUMBING_CHECK)}</p>' if tiny else ""
     note = plumbing + (
         "<p>Values are percent (pass@1; AMC avg@8). A cell is flagged when the paper's value lies outside the "
         "measured 95% bootstrap interval. ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
