@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from corewarding.answers import last_boxed_only_string
-from corewarding.equivalence import MathVerifyChecker, compare_in_process
 from corewarding.evaluation.metrics import compute_metric
 from corewarding.evaluation.scoring import score_responses
+from corewarding.grading.answers import last_boxed_only_string
+from corewarding.grading.equivalence import MathVerifyChecker, compare_in_process
 
 MATH500 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks" / "math500" / "test.jsonl"
 SAMPLES = 8

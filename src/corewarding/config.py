@@ -13,7 +13,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from corewarding import CHECKOUT
-from corewarding.equivalence import WORKERS_REQUIREMENT, valid_workers
+from corewarding.grading.equivalence import WORKERS_REQUIREMENT, valid_workers
 
 CONFIG_DIR_ENV = "COREWARDING_CONFIG_DIR"
 

@@ -1,4 +1,4 @@
-"""Reference-compatible extraction and strict normalisation (corewarding.answers)."""
+"""Reference-compatible extraction and strict normalisation (corewarding.grading.answers)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.answers import (
+from corewarding.grading.answers import (
     extract_boxed_answer,
     extract_gsm8k_answer,
     is_equiv_strict,

@@ -1,4 +1,4 @@
-"""math-verify equivalence in worker processes with hard timeouts (corewarding.equivalence)."""
+"""math-verify equivalence in worker processes with hard timeouts (corewarding.grading.equivalence)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.equivalence import MathVerifyChecker, Verdict, compare_in_process
+from corewarding.grading.equivalence import MathVerifyChecker, Verdict, compare_in_process
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 

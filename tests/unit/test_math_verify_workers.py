@@ -11,8 +11,8 @@ import pytest
 
 from corewarding.cli import main
 from corewarding.config import ConfigError, compose_config
-from corewarding.equivalence import MathVerifyChecker, default_workers, resolve_workers
 from corewarding.evaluation.settings import benchmark_configs
+from corewarding.grading.equivalence import MathVerifyChecker, default_workers, resolve_workers
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 

@@ -99,7 +99,7 @@ def test_normalized_votes_merge_equivalent_forms() -> None:
 
 
 def test_math_verify_votes_merge_float_strings() -> None:
-    from corewarding.equivalence import MathVerifyChecker
+    from corewarding.grading.equivalence import MathVerifyChecker
 
     with MathVerifyChecker(workers=1, timeout_s=10.0) as checker:
         result = majority_voting.score(

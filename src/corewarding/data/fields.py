@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from corewarding.answers import extract_gsm8k_answer, last_boxed_only_string, remove_boxed
 from corewarding.files import SourceError
+from corewarding.grading.answers import extract_gsm8k_answer, last_boxed_only_string, remove_boxed
 from corewarding.rows import get_path
 
 

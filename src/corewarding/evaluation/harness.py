@@ -17,7 +17,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from corewarding.equivalence import MathVerifyChecker
 from corewarding.evaluation.benchmarks import Problem, load_problems
 from corewarding.evaluation.external_units import evaluate_external_unit
 from corewarding.evaluation.outputs import (
@@ -32,6 +31,7 @@ from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
 from corewarding.extras import BackendUnavailable
 from corewarding.files import file_sha256
+from corewarding.grading.equivalence import MathVerifyChecker
 from corewarding.lm.generation import Generator, SamplingSettings, load_generator, vllm_dtype
 from corewarding.run_folder import EVAL_UNITS
 from corewarding.settings_diff import settings_key

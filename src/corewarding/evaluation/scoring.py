@@ -1,11 +1,11 @@
 r"""Score responses against gold answers under the strict checker and the math-verify checker.
 
 Both checkers judge the same extracted answer: the content of the response's last ``\boxed{...}``
-(:func:`corewarding.answers.extract_boxed_answer`, the reference extraction).
+(:func:`corewarding.grading.answers.extract_boxed_answer`, the reference extraction).
 
-* ``strict``: the reference's :func:`corewarding.answers.is_equiv_strict` (Hendrycks normalisation, no sympy);
+* ``strict``: the reference's :func:`corewarding.grading.answers.is_equiv_strict` (Hendrycks normalisation, no sympy);
 * ``math_verify``: math-verify equivalence of the extracted answer and the gold, in worker processes with a hard
-  per-item timeout (:class:`corewarding.equivalence.MathVerifyChecker`; bare answers wrapped in ``$...$``).
+  per-item timeout (:class:`corewarding.grading.equivalence.MathVerifyChecker`; bare answers wrapped in ``$...$``).
 
 A response without a usable ``\boxed{}`` has the extracted answer ``""`` and is wrong under both checkers; so is
 every response whose gold is None or blank. Identical ``(extracted, gold)`` pairs are judged once. Nothing is
@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from corewarding.answers import extract_boxed_answer, is_equiv_strict
-from corewarding.equivalence import MathVerifyChecker, Verdict
+from corewarding.grading.answers import extract_boxed_answer, is_equiv_strict
+from corewarding.grading.equivalence import MathVerifyChecker, Verdict
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config, config_dir
-from corewarding.equivalence import WORKERS_REQUIREMENT, valid_workers
 from corewarding.evaluation.scoring import CHECKERS
+from corewarding.grading.equivalence import WORKERS_REQUIREMENT, valid_workers
 
 METRIC_NAME = re.compile(r"^(pass|avg|maj)@([1-9][0-9]*)$")
 

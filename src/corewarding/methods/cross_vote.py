@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from itertools import islice, repeat
 from operator import attrgetter, gt
 
-from corewarding.answers import extract_boxed_answer
+from corewarding.grading.answers import extract_boxed_answer
 from corewarding.methods.base import GroupLabel, Rollout, ScoreResult, groups_by_view, has_ground_truth
 from corewarding.methods.voting import Voter
 

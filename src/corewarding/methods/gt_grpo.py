@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from corewarding.answers import strict_score
+from corewarding.grading.answers import strict_score
 from corewarding.methods.base import GroupLabel, Rollout, Scored, ScoreResult, group_indices, has_ground_truth
 from corewarding.methods.registry import MethodSpec, register
 from corewarding.methods.voting import Voter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from corewarding.answers import is_equiv_strict
+from corewarding.grading.answers import is_equiv_strict
 from corewarding.methods.base import GroupLabel, ScoreResult, has_ground_truth
 
 

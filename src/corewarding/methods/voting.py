@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from corewarding.answers import strip_string
-from corewarding.equivalence import MathVerifyChecker
+from corewarding.grading.answers import strip_string
+from corewarding.grading.equivalence import MathVerifyChecker
 
 CANONICALIZE_MODES = ("exact", "normalized", "math_verify")
 

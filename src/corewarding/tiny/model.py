@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from corewarding.answers import last_boxed_only_string, strict_score
+from corewarding.grading.answers import last_boxed_only_string, strict_score
 from corewarding.rows import SYSTEM_PROMPT, ground_truth_of
 from corewarding.tiny.data import TinyDataset, make_tiny_dataset
 

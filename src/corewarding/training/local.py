@@ -26,7 +26,7 @@ from transformers import PreTrainedModel
 from transformers.utils import logging as transformers_logging
 
 from corewarding import matrix, methods
-from corewarding.answers import strict_score
+from corewarding.grading.answers import strict_score
 from corewarding.lm.loading import load_base_model
 from corewarding.lm.rollout import RolloutBatch, Sampling, chat_prompts, generate, token_logprobs
 from corewarding.methods.base import VIEW_TAGS

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from corewarding.equivalence import MathVerifyChecker
 from corewarding.evaluation.scoring import score_responses
+from corewarding.grading.equivalence import MathVerifyChecker
 
 
 @pytest.fixture(scope="module")

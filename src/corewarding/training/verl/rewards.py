@@ -23,7 +23,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.workers.reward_manager.abstract import AbstractRewardManager
 
 from corewarding import methods
-from corewarding.answers import strict_score
+from corewarding.grading.answers import strict_score
 from corewarding.methods.voting import Voter, voter_from_config
 from corewarding.training.rewards import score_step
 from corewarding.training.verl.batch import STAT_KEY, ground_truth_of, response_mask_of, token_level, view_batches

@@ -9,7 +9,7 @@ This module reproduces the behaviour of the Hendrycks MATH grader as used by ver
   answers after it (falling back to raw equality when the normalisation raises);
 * :func:`strict_score` is the 0/1 ground-truth reward.
 
-No sympy and no math-verify are involved here; see :mod:`corewarding.equivalence` for that.
+No sympy and no math-verify are involved here; see :mod:`corewarding.grading.equivalence` for that.
 Quirks of the reference are kept on purpose (e.g. ``"142.0"`` does not equal ``"142"``, ``\fbox``
 answers are found but cannot be unwrapped, some malformed inputs raise ``IndexError``).
 """

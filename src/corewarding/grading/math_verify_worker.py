@@ -1,4 +1,4 @@
-"""The math-verify side of :mod:`corewarding.equivalence`: parsing, comparison and the worker-process loop.
+"""The math-verify side of :mod:`corewarding.grading.equivalence`: parsing, comparison and the worker-process loop.
 
 :func:`compare_in_process` is the plain comparison (parse gold, parse answer, verify; no timeouts, no cache);
 the workers run the same function with a bounded cache of parsed strings (:class:`ParseCache`), so their verdicts
@@ -94,7 +94,7 @@ def compare_in_process(answer: str, gold: str, parse: Parser = parse_math) -> tu
     r"""Parse gold and answer and verify them, in this process and without any timeout.
 
     Returns ``(equal, detail)``; raises what math-verify raises. Meant for the workers and for baselines and
-    tests on well-behaved inputs; use :class:`corewarding.equivalence.MathVerifyChecker` for anything else.
+    tests on well-behaved inputs; use :class:`corewarding.grading.equivalence.MathVerifyChecker` for anything else.
 
     >>> compare_in_process(r"\dfrac12", "0.5")
     (True, '')

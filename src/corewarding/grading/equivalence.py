@@ -26,7 +26,7 @@ does not change verdicts: parsing is deterministic, and :func:`compare_in_proces
 uncached path a sequential loop would take) gives the same verdicts (``perf/eval_perf.py``).
 
 Workers are forked by multiprocessing's ``forkserver``, which preloads
-:mod:`corewarding.math_verify_preload` (math-verify imported and its parser caches warmed once), so a
+:mod:`corewarding.grading.math_verify_preload` (math-verify imported and its parser caches warmed once), so a
 worker, or the replacement of a killed one, starts warm in milliseconds; the forkserver process lives
 as long as the parent. Where there is no forkserver, workers are spawned and warm up themselves. As
 with any spawn/forkserver multiprocessing, a script that creates a checker at import time must guard
@@ -49,7 +49,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, Literal
 
-from corewarding.math_verify_worker import compare_in_process, prepare_for_parse, worker_main
+from corewarding.grading.math_verify_worker import compare_in_process, prepare_for_parse, worker_main
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _worker_context() -> Any:  # a ForkServerContext or a SpawnContext
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     # Process-wide: takes effect if the forkserver is not running yet; otherwise workers simply warm up themselves.
-    ctx.set_forkserver_preload(["corewarding.math_verify_preload"])
+    ctx.set_forkserver_preload(["corewarding.grading.math_verify_preload"])
     return ctx
 
 
