@@ -24,7 +24,7 @@ from pathlib import Path
 from transformers.utils import logging as transformers_logging
 
 from corewarding.config import compose_config
-from corewarding.training.local import LocalTrainer
+from corewarding.training.local.trainer import LocalTrainer
 
 METHODS = ("co_rewarding_1", "co_rewarding_2", "co_rewarding_3")
 ROUNDS = 16

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from corewarding.cli import main
 from corewarding.config import compose_config
-from corewarding.training.local import LocalTrainer
+from corewarding.training.local.trainer import LocalTrainer
 from tests.support.tiny_checkpoints import CELL, overrides, runs_copy, step_dir, trained_runs  # noqa: F401
 
 
@@ -64,7 +64,7 @@ def test_empty_or_truncated_trainer_state_falls_back(artifacts_dir: Path, runs: 
 
 def test_an_unreadable_unverified_checkpoint_falls_back_even_when_trusted(artifacts_dir: Path, runs: Path) -> None:
     """--trust-unverified loads a checkpoint without a manifest; if it cannot be read, the one before."""
-    from corewarding.training.checkpoint import MANIFEST
+    from corewarding.training.local.checkpoint import MANIFEST
 
     (step_dir(runs, 2) / MANIFEST).unlink()
     (step_dir(runs, 2) / "trainer.json").write_bytes(b"{garbage")
@@ -86,7 +86,7 @@ def test_no_complete_checkpoint_stops_with_one_line(
 
 
 def test_every_checkpoint_carries_a_verified_manifest(runs: Path) -> None:
-    from corewarding.training.checkpoint import MANIFEST, manifest_problem
+    from corewarding.training.local.checkpoint import MANIFEST, manifest_problem
 
     for step in (1, 2):
         assert (step_dir(runs, step) / MANIFEST).is_file()
@@ -109,7 +109,7 @@ class RunsCommand:
 def make_legacy(folder: Path, trainer: Any) -> None:
     """Turn ``folder`` into an old-format checkpoint holding ``trainer`` as ``trainer.pt``, with a manifest rewritten
     to match (whoever can write a checkpoint can rewrite its manifest)."""
-    from corewarding.training.checkpoint import write_manifest
+    from corewarding.training.local.checkpoint import write_manifest
 
     for name in ("trainer.safetensors", "trainer.json"):
         (folder / name).unlink(missing_ok=True)
@@ -135,7 +135,7 @@ def test_a_crafted_pickle_checkpoint_runs_nothing_and_stops_with_one_line(
 
 
 def test_an_old_pickle_checkpoint_converts_and_resumes_exactly(artifacts_dir: Path, runs: Path) -> None:
-    from corewarding.training.safe_state import load_state
+    from corewarding.training.local.safe_state import load_state
 
     folder = step_dir(runs, 2)
     state = load_state(folder / "trainer.safetensors", folder / "trainer.json")
@@ -152,7 +152,7 @@ def test_an_old_pickle_checkpoint_converts_and_resumes_exactly(artifacts_dir: Pa
 def test_a_deleted_manifest_does_not_resume_unverified_weights(
     artifacts_dir: Path, runs: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from corewarding.training.checkpoint import MANIFEST
+    from corewarding.training.local.checkpoint import MANIFEST
 
     (step_dir(runs, 2) / MANIFEST).unlink()
     flip_byte(step_dir(runs, 2) / "model" / "model.safetensors")
@@ -165,7 +165,7 @@ def test_a_deleted_manifest_does_not_resume_unverified_weights(
 def test_no_manifest_anywhere_stops_with_one_line_unless_trusted(
     artifacts_dir: Path, runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from corewarding.training.checkpoint import MANIFEST
+    from corewarding.training.local.checkpoint import MANIFEST
 
     for step in (1, 2):
         (step_dir(runs, step) / MANIFEST).unlink()

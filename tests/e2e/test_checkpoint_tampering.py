@@ -16,9 +16,9 @@ import torch
 from safetensors.torch import load_file
 
 from corewarding.config import compose_config
-from corewarding.training.checkpoint import write_manifest
-from corewarding.training.local import LocalTrainer
-from corewarding.training.safe_state import load_state, save_state
+from corewarding.training.local.checkpoint import write_manifest
+from corewarding.training.local.safe_state import load_state, save_state
+from corewarding.training.local.trainer import LocalTrainer
 from tests.support.tiny_checkpoints import CELL, overrides, runs_copy, step_dir, trained_runs  # noqa: F401
 
 

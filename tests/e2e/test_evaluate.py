@@ -136,7 +136,7 @@ def test_an_interrupted_evaluation_resumes_to_the_same_results(tiny_model: Path,
 
 def test_every_checkpoint_step_of_a_run(tiny_model: Path, tmp_path: Path, capsys) -> None:
     from corewarding.config import compose_config
-    from corewarding.training.local import train
+    from corewarding.training.local.trainer import train
 
     runs = tmp_path / "runs"
     overrides = ["experiment=tiny_cpu", f"paths.artifacts_dir={tiny_model.parent}", f"paths.runs_dir={runs}",

@@ -12,7 +12,7 @@ import pytest
 from corewarding.config import compose_config
 from corewarding.results import ledger, store
 from corewarding.results.ingest import ingest
-from corewarding.training.local import train
+from corewarding.training.local.trainer import train
 
 
 def _overrides(method: str, artifacts: Path, runs: Path) -> list[str]:

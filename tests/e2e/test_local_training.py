@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from corewarding.config import compose_config
-from corewarding.training.local import LocalTrainer, train
+from corewarding.training.local.trainer import LocalTrainer, train
 from corewarding.training.verl.metrics import FROM_HOOK, FROM_VERL
 
 METHODS = [

@@ -12,7 +12,7 @@ from corewarding.files import file_sha256
 from corewarding.results import store
 from corewarding.results.ingest import ingest
 from corewarding.training import run_record
-from corewarding.training.local import train
+from corewarding.training.local.trainer import train
 
 
 def test_a_trained_run_ingests_with_its_record(artifacts_dir: Path, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from corewarding.config import compose_config
 from corewarding.run_folder import LOCK
-from corewarding.training.local import LocalTrainer
+from corewarding.training.local.trainer import LocalTrainer
 
 LOCK_WAIT_S = 240  # a hang guard: the first trainer takes its lock within seconds
 

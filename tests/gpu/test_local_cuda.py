@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
-from corewarding.training.local import LocalTrainer
+from corewarding.training.local.trainer import LocalTrainer
 
 
 @pytest.mark.requires_gpu

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
-from corewarding.training.local import train
+from corewarding.training.local.trainer import train
 
 CELL = "gt_grpo__tiny__tiny"
 

@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corewarding.training.local import append_line, metrics_line
+from corewarding.training.local.trainer import append_line, metrics_line
 
 CHILD = """
 import resource, signal, sys
 from pathlib import Path
 from corewarding.training.errors import RunWriteError
-from corewarding.training.local import append_line
+from corewarding.training.local.trainer import append_line
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, write() fails with EFBIG instead of killing us
 limit = int(sys.argv[2])

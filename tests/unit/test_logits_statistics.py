@@ -81,7 +81,7 @@ def test_registering_refuses_duplicates_and_unknown_statistics(monkeypatch: pyte
 def test_a_new_statistic_trains_on_the_local_backend_unedited(
     toy_method: list[tuple[torch.Tensor, torch.Tensor]], artifacts_dir: Path, tmp_path: Path
 ) -> None:
-    from corewarding.training.local import LocalTrainer  # torch + transformers: imported when used
+    from corewarding.training.local.trainer import LocalTrainer  # torch + transformers: imported when used
 
     cfg = compose_config(
         [

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from corewarding.methods.co_rewarding_2 import ema_rate
-from corewarding.training.losses import (
+from corewarding.training.local.losses import (
     StepLossMetrics,
     low_var_kl,
     masked_token_mean,
     ppo_clip_loss,
     warmup_cosine_factor,
 )
-from corewarding.training.teacher import ema_update
+from corewarding.training.local.teacher import ema_update
 
 
 def test_ppo_clip_and_dual_clip_per_token() -> None:

@@ -11,9 +11,9 @@ import pytest
 
 from corewarding.run_folder import LOCK as LOCK_FILE
 from corewarding.training.errors import RunInUseError
-from corewarding.training.run_lock import run_lock
+from corewarding.training.local.run_lock import run_lock
 
-HOLD = "import sys, time; from pathlib import Path; from corewarding.training.run_lock import run_lock\n" \
+HOLD = "import sys, time; from pathlib import Path; from corewarding.training.local.run_lock import run_lock\n" \
     "with run_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(120)\n"  # fmt: skip
 
 

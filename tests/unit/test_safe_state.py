@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from corewarding.training.safe_state import load_state, save_state
+from corewarding.training.local.safe_state import load_state, save_state
 
 
 def test_optimiser_scheduler_and_rng_state_round_trip_exactly(tmp_path: Path) -> None:

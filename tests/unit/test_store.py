@@ -267,7 +267,7 @@ def test_stop_cancels_a_push_in_flight_and_the_exit_push_completes_it(
 def test_a_checkpoint_travels_with_its_manifest_and_verifies_where_it_is_pulled(
     run_dir: Path, store: ArtifactStore, tmp_path: Path
 ) -> None:
-    from corewarding.training.checkpoint import MANIFEST, manifest_problem, write_manifest
+    from corewarding.training.local.checkpoint import MANIFEST, manifest_problem, write_manifest
 
     step = run_dir / "checkpoints" / "global_step_2"
     write_manifest(step)

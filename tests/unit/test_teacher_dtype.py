@@ -8,7 +8,7 @@ import torch
 from omegaconf import open_dict
 
 from corewarding.config import ConfigError, compose_config
-from corewarding.training.teacher import ema_update
+from corewarding.training.local.teacher import ema_update
 from corewarding.training.verl.verl_config import check_supported
 
 

@@ -30,7 +30,7 @@ def run_demo(
         compose_config([*spec.overrides, *cell.overrides(), f"paths.runs_dir={runs_dir}", *overrides])
         for cell in spec.cells
     ]
-    from corewarding.training.local import train  # torch: imported when used
+    from corewarding.training.local.trainer import train  # torch: imported when used
 
     rows = []
     for i, (cell, cfg) in enumerate(zip(spec.cells, configs, strict=True), start=1):

@@ -47,7 +47,7 @@ def _train_cell(args: argparse.Namespace) -> int:
 
 
 def _checkpoint_convert(args: argparse.Namespace) -> int:
-    from corewarding.training.checkpoint import convert_legacy  # torch: imported when used
+    from corewarding.training.local.checkpoint import convert_legacy  # torch: imported when used
 
     for folder in args.folders:
         convert_legacy(Path(folder))

@@ -1,7 +1,7 @@
 """Co-rewarding-II (model side): labels are the majority answer of an EMA teacher's samples of the same prompt.
 
 The teacher, a slowly updated copy of the policy, samples G responses per prompt; the policy's rollouts are rewarded
-for matching the majority of those answers. The teacher is also the KL anchor (training/teacher.py has the EMA).
+for matching the majority of those answers. The teacher is also the KL anchor (training/local/teacher.py has the EMA).
 """
 
 from __future__ import annotations

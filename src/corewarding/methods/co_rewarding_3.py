@@ -3,7 +3,8 @@
 The policy and the teacher each sample G responses on the original question x and on its rephrasing x'. The policy's
 rollouts on x are rewarded for matching the majority of the teacher's answers on x', and those on x' for matching
 the teacher's majority on x: one binary reward, not a mix of Co-rewarding-I's and II's. The policy's own cross-view
-vote (Co-rewarding-I's label) is computed for the metrics only. The teacher is II's (training/teacher.py, the EMA).
+vote (Co-rewarding-I's label) is computed for the metrics only. The teacher is II's (training/local/teacher.py:
+the EMA).
 """
 
 from __future__ import annotations

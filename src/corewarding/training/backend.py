@@ -29,7 +29,9 @@ def train(
         return train_verl(cfg, run_dir)
     if cfg.backend != "local":
         raise ValueError(f"backend={cfg.backend!r}; expected one of {', '.join(BACKENDS)}")
-    from corewarding.training.local import train as train_local  # torch: kept off the light paths that import this
+    from corewarding.training.local.trainer import (
+        train as train_local,  # torch: kept off the light paths that import this
+    )
 
     return train_local(cfg, run_dir, progress=progress, trust_unverified=trust_unverified)
 

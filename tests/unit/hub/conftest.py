@@ -44,7 +44,7 @@ hub_server_module = _load_server_module()
 def trained_run(artifacts_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Co-rewarding-I run of the tiny model: 2 GRPO steps on CPU, a checkpoint at each, then an evaluation table."""
     from corewarding.config import compose_config
-    from corewarding.training.local import train
+    from corewarding.training.local.trainer import train
 
     runs = tmp_path_factory.mktemp("hub-runs")
     overrides = ["experiment=tiny_cpu", "method=co_rewarding_1", f"paths.artifacts_dir={artifacts_dir}",

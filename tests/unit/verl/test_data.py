@@ -15,7 +15,7 @@ from verl.trainer.ppo.utils import create_rl_sampler
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 from corewarding.config import ConfigError, compose_config
-from corewarding.training.local import batch_indices
+from corewarding.training.local.trainer import batch_indices
 from corewarding.training.verl.data import PairedRandomSampler
 from corewarding.training.verl.launch import launch, prepare
 

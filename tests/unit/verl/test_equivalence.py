@@ -162,7 +162,7 @@ def test_co_rewarding_1_loss_is_a_token_mean_over_both_views_half_the_references
     ones: the longer view weighs more."""
     from verl.trainer.ppo.core_algos import agg_loss
 
-    from corewarding.training.losses import masked_token_mean
+    from corewarding.training.local.losses import masked_token_mean
 
     torch.manual_seed(0)
     ori, aug = torch.randn(4, 6), torch.randn(4, 6)

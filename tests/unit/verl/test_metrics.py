@@ -11,7 +11,7 @@ import torch
 from verl.utils.py_functional import rename_dict
 from verl.workers.utils.losses import ppo_loss
 
-from corewarding.training.losses import StepLossMetrics
+from corewarding.training.local.losses import StepLossMetrics
 from corewarding.training.verl.metrics import ORDER, export_metrics, next_attempt_file
 from tests.unit.verl.test_view_loss import ADVANTAGES, SHIFT, _batch, _config, _engine_metrics
 

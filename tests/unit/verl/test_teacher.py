@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
 from corewarding.methods.co_rewarding_2 import ema_rate
-from corewarding.training.teacher import ema_update
+from corewarding.training.local.teacher import ema_update
 from corewarding.training.verl.teacher import (
     ema_update_shards,
     load_teacher_shards,

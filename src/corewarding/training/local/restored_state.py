@@ -18,7 +18,7 @@ import torch
 from omegaconf import DictConfig
 
 from corewarding.config import value_problem
-from corewarding.training.losses import warmup_cosine_factor
+from corewarding.training.local.losses import warmup_cosine_factor
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ from corewarding.config import ConfigError
 from corewarding.files import disk_full
 from corewarding.run_folder import LATEST, step_dir, step_dirs
 from corewarding.training.errors import CheckpointError, CheckpointSaveError, LegacyCheckpointError
-from corewarding.training.restored_state import OptimizerSettings, RestoredStateError, restored_problem
-from corewarding.training.safe_state import load_state, save_state
+from corewarding.training.local.restored_state import OptimizerSettings, RestoredStateError, restored_problem
+from corewarding.training.local.safe_state import load_state, save_state
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

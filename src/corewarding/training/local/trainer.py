@@ -34,21 +34,21 @@ from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.run_folder import METRICS, VERL_INPUTS, checkpoints_dir, config_file
-from corewarding.training import checkpoint as ckpt
 from corewarding.training import run_record
 from corewarding.training.common import RunResult, cell_of, total_steps, training_config_hash
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_training_rows
-from corewarding.training.losses import (
+from corewarding.training.local import checkpoint as ckpt
+from corewarding.training.local.losses import (
     StepLossMetrics,
     low_var_kl,
     masked_token_mean,
     ppo_clip_loss,
 )
-from corewarding.training.restored_state import optimizer_settings
+from corewarding.training.local.restored_state import optimizer_settings
+from corewarding.training.local.run_lock import run_lock
+from corewarding.training.local.teacher import ema_update
 from corewarding.training.rewards import score_step
-from corewarding.training.run_lock import run_lock
-from corewarding.training.teacher import ema_update
 
 log = logging.getLogger(__name__)
 
