@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from corewarding.cli import main
+from corewarding.evaluation.eval_config import benchmark_configs
 from corewarding.evaluation.harness import evaluate_targets
-from corewarding.evaluation.settings import benchmark_configs
 from corewarding.evaluation.targets import model_target, run_targets
 from corewarding.lm.generation import TransformersGenerator
 from corewarding.tiny.model import build_tiny_model

@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from corewarding.evaluation.eval_config import benchmark_configs
 from corewarding.evaluation.harness import evaluate_targets
-from corewarding.evaluation.settings import benchmark_configs
 from corewarding.evaluation.targets import model_target
 
 pytestmark = [pytest.mark.requires_gpu, pytest.mark.requires_vllm]

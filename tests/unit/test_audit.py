@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import HfApi
 
 from corewarding.config import compose_config
-from corewarding.evaluation.settings import benchmark_configs
+from corewarding.evaluation.eval_config import benchmark_configs
 from corewarding.matrix import Cell
 from corewarding.pipeline.audit import ReleasedUnavailable, fetch_released
 from corewarding.pipeline.audit_plan import estimate

@@ -11,7 +11,7 @@ import pytest
 
 from corewarding.cli import main
 from corewarding.config import ConfigError, compose_config
-from corewarding.evaluation.settings import benchmark_configs
+from corewarding.evaluation.eval_config import benchmark_configs
 from corewarding.grading.equivalence import MathVerifyChecker, default_workers, resolve_workers
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from corewarding.cli.pipeline import selection_kwargs
 from corewarding.config import compose_config
-from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.eval_config import benchmark_configs, expand_benchmarks
 from corewarding.interrupts import Interrupted, interruptible, resume_hint
 from corewarding.matrix import load_matrix
 from corewarding.pipeline.audit import AUDIT_STEP

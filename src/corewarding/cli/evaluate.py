@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corewarding.config import compose_config
-from corewarding.evaluation.settings import benchmark_configs, expand_benchmarks
+from corewarding.evaluation.eval_config import benchmark_configs, expand_benchmarks
 from corewarding.evaluation.targets import model_target, run_targets
 from corewarding.matrix import parse_cell_id, run_dir
 

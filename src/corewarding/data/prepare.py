@@ -9,9 +9,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from corewarding.data.checks import check_validate
 from corewarding.data.fields import FieldSpec, read_answer, read_question
 from corewarding.data.quality import Candidate, QualityReport, validate
-from corewarding.data.settings import check_validate
 from corewarding.data.sources import Records, columns_of, load_source
 from corewarding.files import SourceError, write_json_atomic, write_parquet_atomic
 from corewarding.rows import get_path, make_row

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from corewarding.evaluation.settings import benchmark_configs, configs_sha256, expand_benchmarks
+from corewarding.evaluation.eval_config import benchmark_configs, configs_sha256, expand_benchmarks
 from corewarding.evaluation.targets import Target, resolve_hub_model
 from corewarding.files import write_json_atomic
 from corewarding.matrix import hub_repo_id

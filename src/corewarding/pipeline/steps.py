@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from corewarding.evaluation.settings import benchmark_configs, configs_sha256, expand_benchmarks
+from corewarding.evaluation.eval_config import benchmark_configs, configs_sha256, expand_benchmarks
 from corewarding.evaluation.targets import run_targets, saved_checkpoints
 from corewarding.files import disk_full
 from corewarding.pipeline.cells import CellPlan

@@ -9,7 +9,7 @@ import pytest
 
 from corewarding.config import ConfigError, compose_config
 from corewarding.evaluation.benchmarks import load_problems
-from corewarding.evaluation.settings import benchmark_configs, check_eval, expand_benchmarks, known_benchmarks
+from corewarding.evaluation.eval_config import benchmark_configs, check_eval, expand_benchmarks, known_benchmarks
 from corewarding.evaluation.targets import folder_fingerprint, model_target, select_steps
 from corewarding.files import SourceError, write_parquet_atomic
 from corewarding.rows import SYSTEM_PROMPT, make_row

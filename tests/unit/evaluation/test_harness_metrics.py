@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from corewarding.evaluation.eval_config import benchmark_configs
 from corewarding.evaluation.harness import evaluate_targets
-from corewarding.evaluation.settings import benchmark_configs
 from corewarding.evaluation.targets import Target
 from corewarding.files import write_parquet_atomic
 from corewarding.lm.generation import Completion, SamplingSettings

@@ -14,11 +14,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from corewarding.data.checks import check_rephrase, check_validate
 from corewarding.data.fields import read_answer, read_question
 from corewarding.data.quality import Candidate, QualityReport, validate
 from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outputs
 from corewarding.data.rephrase.parse import check_rewrite
-from corewarding.data.settings import check_rephrase, check_validate
 from corewarding.data.sources import Records, columns_of, read_hub, read_local
 from corewarding.files import SourceError
 from corewarding.rows import ground_truth_of, make_row, question_of, read_verl_rows

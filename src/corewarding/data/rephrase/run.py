@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
+from corewarding.data.checks import check_rephrase
 from corewarding.data.models import resolve_model_source
 from corewarding.data.quality import QualityReport
 from corewarding.data.rephrase.outputs import Outcome, RephrasePaths, write_outputs
 from corewarding.data.rephrase.parse import Verdict, parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, rephrase_messages
-from corewarding.data.settings import check_rephrase
 from corewarding.files import SourceError, atomic_path, parse_json, read_text
 from corewarding.lm.generation import (
     Conversation,

@@ -1,4 +1,5 @@
-"""Check the data pipeline's config values before anything is read or generated; errors name the key."""
+"""Check the data pipeline's config values before anything is read or generated; errors name the key (the checks
+every data command runs first)."""
 
 from __future__ import annotations
 
