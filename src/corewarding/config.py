@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from corewarding import CHECKOUT
-from corewarding.grading.equivalence import WORKERS_REQUIREMENT, valid_workers
+from corewarding.schemas import SECTIONS, ConfigError, EmaConfig, typed
+
+__all__ = [  # ConfigError lives with the typed schemas (bottom floor); every caller imports it from here
+    "REPHRASED_SOURCES", "ConfigError", "check_rephrased_source", "compose_config", "config_dir", "load_group_option",
+    "needs_rephrased_view", "teacher_dtype_problem", "validate_config",
+]  # fmt: skip
 
 CONFIG_DIR_ENV = "COREWARDING_CONFIG_DIR"
 
@@ -47,67 +50,6 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
     if config_name == "config":
         validate_config(cfg)
     return cfg
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key."""
-
-
-def _finite(v: Any) -> bool:
-    """No NaN or infinity anywhere in the value (a list's items included)."""
-    if isinstance(v, list):
-        return all(_finite(x) for x in v)
-    return not isinstance(v, float) or math.isfinite(v)
-
-
-def _count(v: Any) -> bool:
-    """A whole number (not a bool, not 2.5)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _betas(v: Any) -> bool:
-    return len(v) == 2 and all(isinstance(b, int | float) and 0 <= b < 1 for b in v)
-
-
-# (key, predicate, requirement) for values a run cannot work with; a non-finite number fails every check.
-_CHECKS: list[tuple[str, Any, str]] = [
-    ("backend", lambda v: v in ("local", "verl"), "one of local, verl"),
-    ("grpo.train_batch_size", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("grpo.n", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("grpo.micro_batch_size", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("grpo.log_prob_micro_batch_size", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("grpo.temperature", lambda v: v > 0, "> 0"),
-    ("grpo.top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
-    ("grpo.max_prompt_length", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("grpo.max_response_length", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("grpo.clip_ratio_low", lambda v: 0 <= v < 1, "in [0, 1)"),
-    ("grpo.clip_ratio_high", lambda v: v >= 0, ">= 0"),
-    ("grpo.clip_ratio_c", lambda v: v > 1, "> 1"),
-    ("grpo.kl_coef", lambda v: v >= 0, ">= 0"),
-    ("grpo.entropy_coeff", lambda v: v == 0, "0 (the paper uses no entropy bonus; the local backend has none)"),
-    ("grpo.loss_agg_mode", lambda v: v == "token-mean", "token-mean (the only mode of the local backend)"),
-    ("grpo.kl_loss_type", lambda v: v == "low_var_kl", "low_var_kl (the only estimator of the local backend)"),
-    ("optimizer.lr", lambda v: v > 0, "finite and > 0"),
-    ("optimizer.betas", _betas, "two numbers, each in [0, 1)"),
-    ("optimizer.eps", lambda v: v > 0, "finite and > 0"),
-    ("optimizer.weight_decay", lambda v: v >= 0, "finite and >= 0"),
-    ("optimizer.warmup_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
-    ("optimizer.min_lr_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
-    ("optimizer.num_cycles", lambda v: v >= 0, "finite and >= 0"),
-    ("optimizer.grad_clip", lambda v: v > 0, "finite and > 0"),
-    ("schedule.save_freq", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("schedule.test_freq", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    ("schedule.epochs", lambda v: _count(v) and v >= 1, "a whole number >= 1"),
-    (
-        "vote.canonicalize",
-        lambda v: v in ("exact", "normalized", "math_verify"),
-        "one of exact, normalized, math_verify",
-    ),
-    ("vote.math_verify_timeout_s", lambda v: v > 0, "> 0"),
-    ("verl.nnodes", lambda v: v >= 1, ">= 1"),
-    ("verl.n_gpus_per_node", lambda v: v >= 1, ">= 1"),
-    ("verl.platform", lambda v: v in ("cuda", "cpu"), "cuda, or cpu (verl's CPU end-to-end run, make verl-e2e)"),
-]
 
 
 # Where Co-rewarding-I's rephrased view comes from: the paper's released rephrasings, or a fresh rephrasing run.
@@ -144,50 +86,21 @@ def teacher_dtype_problem(dtype: object) -> str | None:
     return f"method.teacher.dtype={dtype!r}: must be float32"
 
 
-def value_problem(key: str, value: Any) -> str | None:
-    """What ``value`` of the checked config key ``key`` must be ("finite and > 0"), or None when it is fine; the one
-    range check, used for the config and for the optimiser values a checkpoint restores.
-
-    >>> value_problem("optimizer.lr", float("inf")), value_problem("optimizer.lr", 1e-6)
-    ('finite and > 0', None)
-    """
-    ok, requirement = next((ok, req) for name, ok, req in _CHECKS if name == key)
-    try:
-        good = value is not None and _finite(value) and bool(ok(value))
-    except TypeError:
-        good = False
-    return None if good else str(requirement)
-
-
 def validate_config(cfg: DictConfig) -> None:
-    """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts."""
-    for key, _, _ in _CHECKS:
-        value = OmegaConf.select(cfg, key)
-        if isinstance(value, ListConfig):
-            value = OmegaConf.to_container(value)
-        requirement = value_problem(key, value)
-        if requirement is not None:
-            raise ConfigError(f"{key}={value!r}: must be {requirement}")
-    for key in ("schedule.total_steps", "schedule.val_max_samples"):
-        value = OmegaConf.select(cfg, key)
-        if value is not None and not (_count(value) and value >= 1):
-            raise ConfigError(f"{key}={value!r}: must be a whole number >= 1, or null")
-    workers = OmegaConf.select(cfg, "vote.math_verify_workers")
-    if not valid_workers(workers):
-        raise ConfigError(f"vote.math_verify_workers={workers!r}: must be {WORKERS_REQUIREMENT}")
+    """Raise ConfigError naming the first key whose value cannot work, before anything expensive starts: every
+    section of ``schemas.SECTIONS`` read into its typed schema, then what crosses sections."""
+    backend = OmegaConf.select(cfg, "backend")
+    if backend not in ("local", "verl"):
+        raise ConfigError(f"backend={backend!r}: must be one of local, verl")
+    for prefix, schema in SECTIONS.items():
+        typed(schema, OmegaConf.select(cfg, prefix), prefix)
     check_rephrased_source(cfg)
     teacher = OmegaConf.select(cfg, "method.teacher")
     if teacher:
-        ema = teacher.ema
-        if not (0 <= ema.alpha_end <= 1 and 0 <= ema.alpha_start <= 1):
-            raise ConfigError(
-                f"method.teacher.ema alpha_start/alpha_end={ema.alpha_start}/{ema.alpha_end}: must be in [0, 1]"
-            )
         problem = teacher_dtype_problem(teacher.dtype)
         if problem:
             raise ConfigError(problem)
-        if ema.update_interval < 1:
-            raise ConfigError(f"method.teacher.ema.update_interval={ema.update_interval!r}: must be >= 1")
+        typed(EmaConfig, teacher.ema, "method.teacher.ema")
 
 
 def load_group_option(group: str, option: str) -> DictConfig:

@@ -34,6 +34,7 @@ from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.run_folder import METRICS, VERL_INPUTS, checkpoints_dir, config_file
+from corewarding.schemas import GrpoConfig, OptimizerConfig, ScheduleConfig, section_of
 from corewarding.training import run_record
 from corewarding.training.common import RunResult, cell_of, total_steps, training_config_hash
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
@@ -101,13 +102,15 @@ class LocalTrainer:
         teacher_cfg = cfg.method.get("teacher")
         self.teacher = _frozen_copy(self.policy, getattr(torch, str(teacher_cfg.dtype))) if teacher_cfg else None
         self.ref = self.teacher if self.teacher is not None else _frozen_copy(self.policy)
-        self.settings = optimizer_settings(cfg.optimizer, self.total_steps)  # a resumed checkpoint must agree
+        self.grpo, self.schedule = section_of(cfg, GrpoConfig), section_of(cfg, ScheduleConfig)
+        self.settings = optimizer_settings(section_of(cfg, OptimizerConfig), self.total_steps)  # a resume must agree
+        self.grad_clip = float(section_of(cfg, OptimizerConfig).grad_clip)
         s = self.settings
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, s.factor)
-        g = cfg.grpo
+        g = self.grpo
         self.sampling = Sampling(int(g.n), int(g.max_response_length), g.temperature, g.top_p, int(g.top_k))
         self.voter = voter_from_config(cfg.vote)
         self.config_hash = training_config_hash(cfg)
@@ -151,7 +154,7 @@ class LocalTrainer:
 
     # ---- one step ----------------------------------------------------------------------------------------------
     def _rollouts(self, step: int) -> tuple[dict[str, RolloutBatch], float | None]:
-        idx = batch_indices(len(self.rows.train), int(self.cfg.grpo.train_batch_size), self._data_seed(), step - 1)
+        idx = batch_indices(len(self.rows.train), int(self.grpo.train_batch_size), self._data_seed(), step - 1)
         uids = [f"s{step}-r{i}" for i in idx]
         views = {"original": [self.rows.train[i] for i in idx]}
         if self.rows.rephrased is not None and "rephrased" in self.spec.views:
@@ -199,10 +202,10 @@ class LocalTrainer:
     @torch.no_grad()
     def _score_tokens(self, batch: RolloutBatch) -> None:
         """``batch.stats``: old and reference log-probs, and per token every logits statistic the step needs."""
-        temperature = float(self.cfg.grpo.temperature)
+        temperature = float(self.grpo.temperature)
         names = tuple(dict.fromkeys((*STEP_STATISTICS, *self.spec.logits_statistics)))
         parts: dict[str, list[torch.Tensor]] = {"old_logp": [], "ref_logp": [], **{name: [] for name in names}}
-        for rows in self._micro_slices(len(batch.uids), int(self.cfg.grpo.log_prob_micro_batch_size)):
+        for rows in self._micro_slices(len(batch.uids), int(self.grpo.log_prob_micro_batch_size)):
             logp, stats = token_logprobs(self.policy, batch, rows, temperature, names)
             ref_logp, _ = token_logprobs(self.ref, batch, rows, temperature)
             parts["old_logp"].append(logp)
@@ -214,7 +217,7 @@ class LocalTrainer:
     def _update(self, batches: list[RolloutBatch], advantages: list[torch.Tensor]) -> dict[str, float]:
         """One optimizer step: per micro-batch, the views' (PPO + kl_coef * KL) token-means summed, / grad-accum; the
         metrics are ``StepLossMetrics``'s (docs/training.md, "What the loss metrics mean")."""
-        g = self.cfg.grpo
+        g = self.grpo
         self.policy.train()
         slices = self._micro_slices(len(batches[0].uids), int(g.micro_batch_size))
         metrics = StepLossMetrics(len(slices))
@@ -233,7 +236,7 @@ class LocalTrainer:
                 metrics.add(batch.view, pg.item(), kl.item(), stats)
             metrics.end_micro_batch()
             (loss / len(slices)).backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), float(self.cfg.optimizer.grad_clip))
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.grad_clip)
         lr = self.scheduler.get_last_lr()[0]
         if torch.isfinite(grad_norm):
             self.optimizer.step()
@@ -252,9 +255,9 @@ class LocalTrainer:
             self._score_tokens(batch)
         rewards, label_metrics = score_step(self.spec, batches, self.voter)
         advantages = [
-            grpo_advantages(
-                rewards[b.view], b.uids, float(self.cfg.grpo.adv_epsilon), bool(self.cfg.grpo.norm_adv_by_std)
-            ).to(b.response_ids.device)
+            grpo_advantages(rewards[b.view], b.uids, float(self.grpo.adv_epsilon), bool(self.grpo.norm_adv_by_std)).to(
+                b.response_ids.device
+            )
             for b in trained
         ]
         update = self._update(trained, advantages)
@@ -263,7 +266,7 @@ class LocalTrainer:
         entropy = torch.cat([b.stats["entropy"].flatten() for b in trained])
         metrics: dict[str, Any] = {
             "step": step,
-            "epoch": (step - 1) // max(1, len(self.rows.train) // int(self.cfg.grpo.train_batch_size)),
+            "epoch": (step - 1) // max(1, len(self.rows.train) // int(self.grpo.train_batch_size)),
             "reward_mean": float(torch.cat([rewards[b.view].cpu() for b in trained]).mean()),
             **label_metrics,
             "response_length_mean": float(lengths.mean()),
@@ -294,7 +297,7 @@ class LocalTrainer:
     def validate(self) -> float:
         """Greedy accuracy on the validation rows under the strict ground-truth reward."""
         self.policy.eval()
-        greedy = Sampling(1, int(self.cfg.grpo.max_response_length), greedy=True)
+        greedy = Sampling(1, int(self.grpo.max_response_length), greedy=True)
         scores = []
         for start in range(0, len(self.rows.val), 32):
             rows = self.rows.val[start : start + 32]
@@ -309,7 +312,7 @@ class LocalTrainer:
 
     def run(self) -> RunResult:
         started = time.perf_counter()
-        sched = self.cfg.schedule
+        sched = self.schedule
         if self.start_step == 0 and sched.val_before_train:
             self._append_metrics({"step": 0, "val_accuracy": self.validate()})
         bar = tqdm(

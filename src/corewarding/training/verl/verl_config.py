@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from corewarding import methods
 from corewarding.config import ConfigError, teacher_dtype_problem
 from corewarding.run_folder import CHECKPOINTS, VERL_DATA, VERL_LOGS, metrics_file
+from corewarding.schemas import VerlConfig, typed
 from corewarding.training.common import cell_of
 
 PLUGIN_MODULE = "corewarding.training.verl.plugins"
@@ -41,7 +42,6 @@ NEW_KEYS = (
     "actor_rollout_ref.corewarding_view_sum_loss",
     "actor_rollout_ref.corewarding_self_certainty_chunk_tokens",
 )
-ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "eager")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"  # what every Ray worker of the run gets in its environment
 # The logits statistics verl's own old-log-prob pass returns (it computes the entropy for every method), by the
@@ -86,19 +86,10 @@ def model_path(cfg: DictConfig) -> str:
 
 
 def check_supported(cfg: DictConfig) -> None:
-    """Values the verl backend cannot honour, named by key."""
+    """Values the verl backend cannot honour, named by key (``schemas.VerlConfig`` holds the section's ranges)."""
     if abs(float(cfg.grpo.adv_epsilon) - VERL_GRPO_EPSILON) > 1e-12:
         raise ConfigError(f"grpo.adv_epsilon={cfg.grpo.adv_epsilon}: verl's GRPO uses a fixed {VERL_GRPO_EPSILON}")
-    if cfg.verl.rollout_engine not in ("vllm", "sglang"):
-        raise ConfigError(f"verl.rollout_engine={cfg.verl.rollout_engine!r}: must be vllm or sglang")
-    if "file" not in list(cfg.verl.logger):
-        raise ConfigError(f"verl.logger={list(cfg.verl.logger)}: must include file (it feeds metrics.jsonl)")
-    attn = cfg.verl.attn_implementation
-    if attn not in ATTN_IMPLEMENTATIONS:
-        raise ConfigError(f"verl.attn_implementation={attn!r}: must be one of {', '.join(ATTN_IMPLEMENTATIONS)}")
-    keep = cfg.verl.checkpoints_to_keep
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        raise ConfigError(f"verl.checkpoints_to_keep={keep!r}: must be a whole number >= 1, or null to keep every save")
+    typed(VerlConfig, cfg.verl, "verl")  # engine, trackers, attention, kept saves: the schema's ranges
     teacher = cfg.method.get("teacher")
     problem = teacher_dtype_problem(teacher.dtype) if teacher else None
     if problem:
