@@ -1,5 +1,6 @@
-"""Typed schemas of the training config's sections (``configs/config.yaml``: grpo, optimizer, schedule, vote, verl,
-and a method's EMA teacher): each field carries its type, its range and a one-line doc.
+"""Typed schemas of the config sections: the training config's (``configs/config.yaml``: grpo, optimizer, schedule,
+vote, verl, and a method's EMA teacher), the pipeline's cell runs and shared store (``configs/pipeline.yaml``) and the
+evaluation's checker and intervals (``configs/eval.yaml``); each field carries its type, its range and a one-line doc.
 
 ``typed(Schema, cfg.section, "section")`` reads a composed section into a frozen dataclass, or raises ConfigError
 with one line naming the key (``optimizer.lr=inf: must be finite and > 0``); a key the schema does not know is an
@@ -163,6 +164,50 @@ class EmaConfig:
     update_interval: int = setting("steps between updates", Rule(lambda v: v >= 1, ">= 1"))
     alpha_start: float = setting("the first update's rate", Rule(lambda v: 0 <= v <= 1, "in [0, 1]"))
     alpha_end: float = setting("the last update's rate (cosine between)", Rule(lambda v: 0 <= v <= 1, "in [0, 1]"))
+
+
+POSITIVE_NUMBER = Rule(lambda v: v > 0, "a number > 0")
+
+
+@dataclass(frozen=True)
+class CellsConfig:
+    """``cells`` (configs/pipeline.yaml): the cell runs of a work pool."""
+
+    max_attempts: float = setting("starts of a cell whose worker died, at most", POSITIVE_NUMBER)
+    lease_timeout_s: float = setting("a lease older than this is a dead worker's", POSITIVE_NUMBER)
+    poll_s: float = setting("how often the parent looks at its cell runs", POSITIVE_NUMBER)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """``store`` (configs/pipeline.yaml): the shared artifact store of a work pool."""
+
+    url: str | None = setting("an fsspec URL or path (null or empty: none)")
+    dvc_remote: str | None = setting("or a DVC remote's name: its URL + /corewarding")
+    sync_interval_s: float = setting("seconds between pushes of a training run", POSITIVE_NUMBER)
+
+    @property
+    def configured(self) -> bool:
+        """Whether a store is named (an empty string means none, as null does)."""
+        return bool(self.url or self.dvc_remote)
+
+
+@dataclass(frozen=True)
+class MathVerifyConfig:
+    """``math_verify`` (configs/eval.yaml): the math-verify checker's worker processes."""
+
+    workers: int | None = setting(
+        "worker processes (null: one per core)", Rule(lambda v: v >= 1, "an integer >= 1, or null (one per core)")
+    )
+    timeout_s: float = setting("seconds per comparison before it counts as wrong", Rule(lambda v: v > 0, "> 0"))
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """``bootstrap`` (configs/eval.yaml): the confidence interval of every score."""
+
+    samples: int = setting("resamples of the problems", Rule(lambda v: v >= 0, ">= 0"))
+    confidence: float = setting("the interval's coverage", Rule(lambda v: 0 < v < 1, "in (0, 1)"))
 
 
 SECTIONS: dict[str, type] = {

@@ -10,10 +10,14 @@ import pytest
 from corewarding.config import ConfigError, compose_config
 from corewarding.schemas import (
     SECTIONS,
+    BootstrapConfig,
+    CellsConfig,
     EmaConfig,
     GrpoConfig,
+    MathVerifyConfig,
     OptimizerConfig,
     ScheduleConfig,
+    StoreConfig,
     VerlConfig,
     describe,
     key_problem,
@@ -67,3 +71,15 @@ def test_every_field_has_a_doc_and_key_problem_checks_by_dotted_key() -> None:
     assert key_problem("optimizer.betas", [0.9, 0.999]) is None
     assert key_problem("optimizer.betas", [0.9, 1.0]) == "two numbers, each in [0, 1)"
     assert key_problem("grpo.n", 2.0) == "a whole number >= 1"  # 2.0 is not a count
+
+
+def test_the_pipeline_and_evaluation_sections_have_schemas_too() -> None:
+    pipeline = compose_config(["store.url=", "store.sync_interval_s=0.5"], config_name="pipeline")
+    store = typed(StoreConfig, pipeline.store, "store")
+    assert not store.configured and store.sync_interval_s == 0.5  # an empty URL names no store, as null does
+    with pytest.raises(ConfigError, match=r"^cells\.poll_s=0: must be a number > 0$"):
+        typed(CellsConfig, {**pipeline.cells, "poll_s": 0}, "cells")
+    evaluation = compose_config([], config_name="eval")
+    assert typed(BootstrapConfig, evaluation.bootstrap, "bootstrap").confidence == 0.95
+    with pytest.raises(ConfigError, match=r"^math_verify\.timeout_s=-1: must be > 0$"):
+        typed(MathVerifyConfig, {**evaluation.math_verify, "timeout_s": -1}, "math_verify")

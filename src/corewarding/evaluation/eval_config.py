@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config, config_dir
 from corewarding.evaluation.scoring import CHECKERS
-from corewarding.grading.equivalence import WORKERS_REQUIREMENT, valid_workers
+from corewarding.schemas import BootstrapConfig, MathVerifyConfig, typed
 
 METRIC_NAME = re.compile(r"^(pass|avg|maj)@([1-9][0-9]*)$")
 
@@ -61,12 +61,8 @@ def check_eval(cfg: DictConfig) -> None:
     _require(cfg, "generation.backend", cfg.generation.backend in ("transformers", "vllm"), "transformers or vllm")
     _require(cfg, "seed", isinstance(cfg.seed, int), "an integer")
     _require(cfg, "chunk_size", isinstance(cfg.chunk_size, int) and cfg.chunk_size >= 1, "an integer >= 1")
-    _require(cfg, "math_verify.timeout_s", _number(cfg.math_verify.timeout_s) and cfg.math_verify.timeout_s > 0, "> 0")
-    _require(cfg, "math_verify.workers", valid_workers(cfg.math_verify.workers), WORKERS_REQUIREMENT)
-    _require(cfg, "bootstrap.samples", isinstance(cfg.bootstrap.samples, int) and cfg.bootstrap.samples >= 0, ">= 0")
-    _require(
-        cfg, "bootstrap.confidence", _number(cfg.bootstrap.confidence) and 0 < cfg.bootstrap.confidence < 1, "in (0, 1)"
-    )
+    typed(MathVerifyConfig, cfg.math_verify, "math_verify")
+    typed(BootstrapConfig, cfg.bootstrap, "bootstrap")
     if spec.kind != "math":
         return
     bad = [c for c in cfg.checkers if c not in CHECKERS]

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from corewarding.config import ConfigError, compose_config
 from corewarding.pipeline.cells import Selection
 from corewarding.pipeline.dvc import is_dvc_repo
 from corewarding.results.store import default_db
+from corewarding.schemas import CellsConfig, StoreConfig, typed
 
 STEPS = ("data", "train", "evaluate", "ingest", "publish", "audit")
 
@@ -59,13 +60,6 @@ def _strings(value: object, key: str) -> tuple[str, ...]:
     return items
 
 
-def _check_positive(cfg: DictConfig, keys: Sequence[str]) -> None:
-    for key in keys:
-        value = OmegaConf.select(cfg, key)
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{key}={value!r}: must be a number > 0")
-
-
 def _optional(value: object) -> str | None:
     """A configured name or URL; null and the empty string mean none."""
     return str(value) if value not in (None, "") else None
@@ -93,7 +87,7 @@ def load_settings(
     unknown = [s for s in chosen_steps if s not in STEPS]
     if unknown or not chosen_steps:
         raise ConfigError(f"steps={list(chosen_steps)}: each must be one of {', '.join(STEPS)}")
-    _check_positive(cfg, ("cells.max_attempts", "cells.lease_timeout_s", "cells.poll_s", "store.sync_interval_s"))
+    cell_runs, store = typed(CellsConfig, cfg.cells, "cells"), typed(StoreConfig, cfg.store, "store")
     if str(cfg.publish.steps) not in ("last", "all"):
         raise ConfigError(f"publish.steps={cfg.publish.steps!r}: must be last or all")
     train_overrides = _strings(overrides, "overrides")
@@ -103,9 +97,7 @@ def load_settings(
             f"overrides {moved}: the data stages (dvc.yaml) write to the default data and artifacts folders; "
             "run without the data step (steps without 'data') to train on files kept elsewhere"
         )
-    if _optional(work_pool if work_pool is not None else cfg.work_pool) and not (
-        _optional(cfg.store.url) or _optional(cfg.store.dvc_remote)
-    ):
+    if _optional(work_pool if work_pool is not None else cfg.work_pool) and not store.configured:
         raise ConfigError(
             "work_pool: cells on a work pool need a shared store (store.url or store.dvc_remote): "
             "their run folders reach this machine through it"
@@ -126,12 +118,12 @@ def load_settings(
         results_db=Path(str(cfg.results_db)) if cfg.results_db else default_db(),
         data_dir=Path(str(cfg.paths.data_dir)),
         work_pool=_optional(work_pool if work_pool is not None else cfg.work_pool),
-        max_attempts=int(cfg.cells.max_attempts),
-        lease_timeout_s=float(cfg.cells.lease_timeout_s),
-        poll_s=float(cfg.cells.poll_s),
-        store_url=_optional(cfg.store.url),
-        store_dvc_remote=_optional(cfg.store.dvc_remote),
-        sync_interval_s=float(cfg.store.sync_interval_s),
+        max_attempts=int(cell_runs.max_attempts),
+        lease_timeout_s=float(cell_runs.lease_timeout_s),
+        poll_s=float(cell_runs.poll_s),
+        store_url=_optional(store.url),
+        store_dvc_remote=_optional(store.dvc_remote),
+        sync_interval_s=float(store.sync_interval_s),
         retries_network=int(cfg.retries.network),
         retries_io=int(cfg.retries.io),
         retry_delay_s=float(cfg.retries.delay_s),
