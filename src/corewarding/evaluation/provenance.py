@@ -2,8 +2,8 @@
 
 Every metric row carries ``settings`` (JSON) and ``settings_key``: the generation backend and its version, the
 tensor-parallel size, dtype, batch size, temperature, top-p, samples n, max new tokens, seed, the chat template's
-SHA-256 and the system prompt, the checker and its version (math-verify's, or an external tool's), the benchmark
-file's SHA-256 and the model revision. The key hashes all of them but the model revision (which always differs
+SHA-256 and the system prompt, the checker and its version (which changes with its code: ``checker_version``), the
+benchmark file's SHA-256 and the model revision. The key hashes all of them but the model revision (which always differs
 between a released checkpoint and a reproduction): two scores with the same key were produced under the same protocol.
 """
 
@@ -15,11 +15,15 @@ from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
+from corewarding.evaluation.external import common as external_common
+from corewarding.evaluation.external import registry as external_registry
+from corewarding.grading import answers, equivalence, math_verify_worker
 from corewarding.lm.generation import vllm_dtype
 
 
@@ -99,7 +103,36 @@ def unit_settings(
     }
 
 
+# The modules whose code decides a checker's verdict: the strict checker's normalisation, math-verify's wrapper (what
+# it parses and how), and for an external tool the adapter that reads its results.
+CHECKER_CODE: dict[str, tuple[ModuleType, ...]] = {
+    "strict": (answers,),
+    "math_verify": (answers, equivalence, math_verify_worker),
+}
+EXTERNAL_CODE: tuple[ModuleType, ...] = (external_common, external_registry)
+
+
+@cache
+def code_digest(modules: tuple[ModuleType, ...]) -> str:
+    """SHA-256 (12 hex) of the modules' source files, read once per process."""
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def checker_version(checker: str, tool_version: str | None = None) -> str:
+    """A version that changes with the checker's code: ``code-<digest>`` of the strict checker's source,
+    ``<math-verify version>+code-<digest>`` of math-verify with our wrapper, ``<tool version>+code-<digest>`` of an
+    external tool with its adapter. Two scores of one settings key were graded by the same code."""
+    if checker in CHECKER_CODE:
+        package = package_version("math-verify") if checker == "math_verify" else None
+        code = f"code-{code_digest(CHECKER_CODE[checker])}"
+    else:
+        package, code = tool_version, f"code-{code_digest(EXTERNAL_CODE)}"
+    return f"{package}+{code}" if package else code
+
+
 def checker_settings(settings: Mapping[str, Any], checker: str, tool_version: str | None = None) -> dict[str, Any]:
-    """A unit's settings with the checker that scored a row: math-verify's version, or an external tool's."""
-    version = package_version("math-verify") if checker == "math_verify" else tool_version
-    return {**settings, "checker_tool": checker, "checker_version": version}
+    """A unit's settings with the checker that scored a row and its version (``checker_version``)."""
+    return {**settings, "checker_tool": checker, "checker_version": checker_version(checker, tool_version)}
