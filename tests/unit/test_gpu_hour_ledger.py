@@ -74,7 +74,7 @@ def test_a_verl_run_records_four_gpus_and_its_phases(tmp_path: Path) -> None:
     # the report sums the ledger per method and model, and names the dry run whose estimate goes beside it
     page = build_report(db, "paper")
     section = page[page.index('<h2 id="gpu-hours">') :]
-    assert f"{compute['gpu_hours']:.2f} GPU-hours" in section and "1 run(s) of 1 of its 66 cells" in section
+    assert f"{compute['gpu_hours']:.3f} GPU-hours" in section and "1 run(s) of 1 of its 66 cells" in section
     assert "<td>co_rewarding_2</td><td>qwen3-8b-base</td><td>1</td><td>0</td>" in section
     assert "corewarding pipeline run --matrix paper --dry-run" in section
 

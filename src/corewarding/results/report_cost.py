@@ -11,13 +11,14 @@ import pandas as pd
 
 from corewarding.results.report_html import num, table
 
+# hours to 3 decimals: a CPU run of the demo holds its device for seconds (0.003 h), a paper cell for days
 HEADERS = ["method", "base model", "runs", "without a ledger", "wall hours", "device-hours", "GPU-hours", "devices"]
 
 
 def _rows(frame: pd.DataFrame) -> list[tuple[list[str], str]]:
     return [
-        ([escape(str(r.method)), escape(str(r.base_model)), num(r.runs), num(r.unrecorded), num(r.wall_hours),
-          num(r.device_hours), num(r.gpu_hours), escape(str(r.device_types or "–"))], "")
+        ([escape(str(r.method)), escape(str(r.base_model)), num(r.runs), num(r.unrecorded), num(r.wall_hours, 3),
+          num(r.device_hours, 3), num(r.gpu_hours, 3), escape(str(r.device_types or "–"))], "")
         for r in frame.itertuples()
     ]  # fmt: skip
 
@@ -34,7 +35,8 @@ def cost_section(by_group: pd.DataFrame, total: Mapping[str, object]) -> str:
     )
     return (
         '<h2 id="gpu-hours">GPU-hours (measured)</h2>'
-        f"<p>Matrix {matrix}: {num(total['gpu_hours'])} GPU-hours ({num(total['device_hours'])} device-hours) over "
+        f"<p>Matrix {matrix}: {num(total['gpu_hours'], 3)} GPU-hours "
+        f"({num(total['device_hours'], 3)} device-hours) over "
         f"{num(total['runs'])} run(s) of {num(total['cells_run'])} of its {num(total['cells'])} cells, failed and "
         f"superseded runs included (they held their devices too).{missing} Device-hours are devices x wall time; "
         "GPU-hours count the CUDA devices only. The estimate for the cells still to run, beside what is already "
