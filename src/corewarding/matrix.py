@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,33 +15,73 @@ from corewarding.config import config_dir, load_group_option
 DEFAULT_HUB_ORG = "TMLR-Group-HF"
 
 
+SEED_KEY = "seed_index"  # the config key a seed cell adds (absent: seed 0, so seed 0's config is today's)
+SEED_TAG = re.compile(r"^seed([1-9][0-9]*)$")
+
+
 @dataclass(frozen=True, order=True)
 class Cell:
-    """One training run of the matrix: a method on a base model and a dataset."""
+    """One training run of the matrix: a method on a base model and a dataset, and which of the cell's seeds (0, the
+    default, is the cell's first and only run unless the matrix asks for more)."""
 
     method: str
     base_model: str
     dataset: str
+    seed: int = 0
 
     @property
     def cell_id(self) -> str:
-        """A stable, filesystem-safe id, e.g. ``co_rewarding_2__qwen3-8b-base__dapo14k``."""
-        return f"{self.method}__{self.base_model}__{self.dataset}"
+        """A stable, filesystem-safe id, e.g. ``co_rewarding_2__qwen3-8b-base__dapo14k``; seed k > 0 adds
+        ``__seed<k>``, so seed 0 keeps the id (and run folder, store rows and Hub id) it always had."""
+        base = f"{self.method}__{self.base_model}__{self.dataset}"
+        return f"{base}__seed{self.seed}" if self.seed else base
+
+    @property
+    def first_seed(self) -> Cell:
+        """The cell's seed 0: what a cell's seeds are grouped under."""
+        return Cell(self.method, self.base_model, self.dataset)
 
     def overrides(self) -> list[str]:
-        """Hydra overrides that select this cell's config options."""
-        return [f"method={self.method}", f"base_model={self.base_model}", f"dataset={self.dataset}"]
+        """Hydra overrides that select this cell's config options; seed k > 0 also moves the run's RNG seed and the
+        method's data-order seed by k (``seed_overrides``)."""
+        base = [f"method={self.method}", f"base_model={self.base_model}", f"dataset={self.dataset}"]
+        return base + seed_overrides(self.method, self.seed)
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, str | int]:
         return asdict(self)
+
+
+def seed_overrides(method: str, seed: int) -> list[str]:
+    """``+seed_index=k``, ``seed=<configs/config.yaml's seed + k>`` and ``method.data_seed=<the method's + k>`` for
+    seed k > 0; nothing for seed 0."""
+    if seed == 0:
+        return []
+    root = OmegaConf.load(config_dir() / "config.yaml")
+    base_seed = int(OmegaConf.select(root, "seed", default=0))
+    overrides = [f"+{SEED_KEY}={seed}", f"seed={base_seed + seed}"]
+    data_seed = load_group_option("method", method).method.get("data_seed")
+    return overrides + ([f"method.data_seed={int(data_seed) + seed}"] if data_seed is not None else [])
+
+
+def cell_from_config(config: Any) -> Cell:
+    """The cell a composed config (or a run folder's config.yaml, read as a mapping) trains: its method, base model
+    and data set names, and its ``seed_index`` (absent: seed 0). Raises KeyError/TypeError for a config without the
+    names and ValueError for a seed that is not a whole number >= 0."""
+    seed = config.get(SEED_KEY, 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"{SEED_KEY}={seed!r}: must be a whole number >= 0")
+    names = (str(config["method"]["name"]), str(config["base_model"]["name"]), str(config["dataset"]["name"]))
+    return Cell(*names, seed)
 
 
 def parse_cell_id(cell_id: str) -> Cell:
     """Inverse of ``Cell.cell_id``."""
     parts = cell_id.split("__")
-    if len(parts) != 3 or not all(parts):
-        raise ValueError(f"not a cell id (method__base_model__dataset): {cell_id!r}")
-    return Cell(*parts)
+    seed = SEED_TAG.match(parts[-1]) if len(parts) == 4 else None
+    if not (len(parts) == 3 or seed) or not all(parts):
+        raise ValueError(f"not a cell id (method__base_model__dataset[__seedK]): {cell_id!r}")
+    method, base_model, dataset = parts[:3]
+    return Cell(method, base_model, dataset, int(seed.group(1)) if seed else 0)
 
 
 def _hub_name(group: str, option: str) -> str:
@@ -56,7 +97,7 @@ def hub_repo_id(cell: Cell, org: str = DEFAULT_HUB_ORG) -> str:
     method = _hub_name("method", cell.method)
     model = _hub_name("base_model", cell.base_model)
     dataset = _hub_name("dataset", cell.dataset)
-    return f"{org}/{method}-{model}-{dataset}"
+    return f"{org}/{method}-{model}-{dataset}" + (f"-seed{cell.seed}" if cell.seed else "")
 
 
 def run_dir(cell: Cell, runs_dir: str | Path = "runs") -> Path:
@@ -136,18 +177,24 @@ def load_matrix(name: str = "paper") -> Matrix:
     """Load ``configs/matrix/{name}.yaml`` (and the matrix it extends) and check every cell names existing config
     options."""
     path, raw = _read_raw(name)
+    _check_keys(path, "", raw, {"name", "cells", "overrides", "training", "evaluation", "seeds", "select"})
+    default_seeds = _seeds(path, "seeds", raw.get("seeds", 1))
+    select = _section(path, raw, "select", {"methods", "base_models", "datasets"})
     cells: list[Cell] = []
     for i, entry in enumerate(raw.get("cells") or []):
         missing = {"method", "base_model", "dataset"} - set(entry)
         if missing:
             raise ValueError(f"{path}: cell {i} lacks {', '.join(sorted(missing))}")
+        _check_keys(path, f"cells[{i}].", entry, {"method", "base_model", "dataset", "seeds"})
         cell = Cell(str(entry["method"]), str(entry["base_model"]), str(entry["dataset"]))
         for group in ("method", "base_model", "dataset"):
             load_group_option(group, getattr(cell, group))  # raises with the known options
-        cells.append(cell)
+        if not _selected(cell, select):
+            continue
+        seeds = _seeds(path, f"cells[{i}].seeds", entry.get("seeds", default_seeds))
+        cells += [Cell(cell.method, cell.base_model, cell.dataset, seed) for seed in range(seeds)]
     if len(set(cells)) != len(cells):
         raise ValueError(f"{path}: duplicate cells")
-    _check_keys(path, "", raw, {"name", "cells", "overrides", "training", "evaluation"})
     training = _section(path, raw, "training", {"overrides"})
     evaluation = _section(path, raw, "evaluation", {"benchmarks", "overrides"})
     benchmarks = evaluation.get("benchmarks", "paper")
@@ -161,6 +208,20 @@ def load_matrix(name: str = "paper") -> Matrix:
         eval_benchmarks=benchmarks,
         eval_overrides=_strings(path, "evaluation.overrides", evaluation.get("overrides")),
     )
+
+
+def _seeds(path: Path, key: str, value: object) -> int:
+    """How many seeds a cell runs: a whole number >= 1 (seed 0 is the cell's first run)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{path}: {key}={value!r} must be a whole number >= 1")
+    return value
+
+
+def _selected(cell: Cell, select: dict[Any, Any]) -> bool:
+    """Whether ``select`` (a named selection: methods, base_models, datasets; an absent list selects all) keeps
+    the cell."""
+    return all(not select.get(f"{axis}s") or getattr(cell, axis) in select[f"{axis}s"] for axis in
+               ("method", "base_model", "dataset"))  # fmt: skip
 
 
 def _check_keys(path: Path, where: str, section: dict[Any, Any], known: set[str]) -> None:

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from corewarding.evaluation.targets import hf_model_folder, saved_checkpoints, select_steps
 from corewarding.hub.errors import PublishInputError
-from corewarding.matrix import DEFAULT_HUB_ORG, Cell, parse_cell_id
+from corewarding.matrix import DEFAULT_HUB_ORG, Cell, cell_from_config, parse_cell_id
 from corewarding.run_folder import CONFIG, METRICS, RUN_RECORD, checkpoints_dir
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,8 @@ def _cell(run_dir: Path, config: dict[str, Any]) -> Cell:
     except ValueError:
         pass
     try:
-        return Cell(str(config["method"]["name"]), str(config["base_model"]["name"]), str(config["dataset"]["name"]))
-    except (KeyError, TypeError):
+        return cell_from_config(config)
+    except (KeyError, TypeError, ValueError):
         raise PublishInputError(
             f"{run_dir}: the folder name is not a cell id and {run_dir / CONFIG} lacks method/base_model/dataset names"
         ) from None

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
-from corewarding.matrix import Cell, hub_repo_id
+from corewarding.matrix import Cell, cell_from_config, hub_repo_id
 from corewarding.run_folder import (
     CHECKPOINTS,
     CONFIG,
@@ -256,7 +256,10 @@ def published(run_dir: Path, repo_id: str | None) -> tuple[int | None, str | Non
 def read_run_info(run_dir: Path) -> RunInfo:
     """Identity, status and provenance of the run in ``run_dir``."""
     cfg = _config(run_dir)
-    cell = Cell(str(cfg["method"]["name"]), str(cfg["base_model"]["name"]), str(cfg["dataset"]["name"]))
+    try:
+        cell = cell_from_config(cfg)
+    except ValueError as exc:  # a seed_index that is no seed: named with the file
+        raise RunFolderError(f"{run_dir / CONFIG}: {exc}") from None
     record, state = _record(run_dir), _latest_state(run_dir)
     try:
         hub: str | None = hub_repo_id(cell, str((cfg.get("hub") or {}).get("org") or "TMLR-Group-HF"))

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from corewarding.matrix import Cell
+from corewarding.matrix import Cell, cell_from_config
 
 
 @dataclass
@@ -25,8 +25,8 @@ class RunResult:
 
 
 def cell_of(cfg: DictConfig) -> Cell:
-    """The matrix cell a composed config trains: its method, base model and data set names."""
-    return Cell(str(cfg.method.name), str(cfg.base_model.name), str(cfg.dataset.name))
+    """The matrix cell a composed config trains: its method, base model and data set names, and its seed."""
+    return cell_from_config(cfg)
 
 
 def total_steps(cfg: DictConfig, n_rows: int) -> int:
