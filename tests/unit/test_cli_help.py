@@ -51,7 +51,7 @@ def test_train_help_says_how_overrides_work() -> None:
         [sys.executable, "-m", "corewarding.cli", "train", "--help"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0
-    assert "key=value" in done.stdout and "+verl." in done.stdout and "--dry-run" in done.stdout
+    assert "key=value" in done.stdout and NEW_KEY_OVERRIDE in done.stdout and "--dry-run" in done.stdout
 
 
 def test_a_command_without_a_group_is_refused() -> None:
@@ -84,4 +84,4 @@ def test_the_override_examples_of_train_help_compose() -> None:
         "math",
         "verl",
     )
-    assert cfg.optimizer.lr == 1e-6 and cfg.verl.nnodes == 2 and cfg.verl.extra_setting == 1
+    assert cfg.optimizer.lr == 1e-6 and cfg.verl.nnodes == 2 and cfg.method.note == "first-try"
