@@ -30,7 +30,6 @@ SYSTEM_METRICS = {
 }
 
 
-
 def picked_run(runs: pd.DataFrame) -> str:
     """The run named in the URL (``run=`` a run id or a cell id, or ``cell=``: the cell's newest run), else the
     newest run; an unknown name stops the page with one message."""
