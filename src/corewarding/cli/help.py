@@ -9,7 +9,7 @@ USER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("data",)),
     ("training", ("train", "demo", "checkpoint", "config", "matrix", "rewards")),
     ("evaluation", ("evaluate", "audit")),
-    ("results", ("results", "report", "dashboard")),
+    ("results", ("results", "report", "claims", "dashboard")),
     ("publishing", ("publish", "publish-data")),
     ("orchestration", ("pipeline",)),
 )
@@ -41,6 +41,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "corewarding results forget-synthetic",
     ),
     "report": ("corewarding report --matrix paper --out report.html",),
+    "claims": ("corewarding claims", "corewarding claims --checker strict --json"),
     "dashboard": ("corewarding dashboard --port 8501",),
     "publish": ("corewarding publish runs/gt_grpo__tiny__tiny --out /tmp/publish",),
     "publish-data": ("corewarding publish-data math --out /tmp/publish-data",),

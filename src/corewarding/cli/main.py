@@ -9,7 +9,7 @@ import logging
 import signal
 from collections.abc import Sequence
 
-from corewarding.cli import audit, data, demo, evaluate, hub, matrix, pipeline, results, rewards, train
+from corewarding.cli import audit, claims, data, demo, evaluate, hub, matrix, pipeline, results, rewards, train
 from corewarding.cli import help as cli_help
 from corewarding.cli.errors import run_reporting_errors
 from corewarding.log_once import install
@@ -17,7 +17,7 @@ from corewarding.log_once import install
 log = logging.getLogger("corewarding")
 
 # Each group module registers its commands with ``add_subcommands(sub)``, in the order `--help` lists them.
-GROUPS = (matrix, rewards, train, data, demo, results, evaluate, audit, pipeline, hub)
+GROUPS = (matrix, rewards, train, data, demo, results, claims, evaluate, audit, pipeline, hub)
 
 
 def build_parser() -> argparse.ArgumentParser:

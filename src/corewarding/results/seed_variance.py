@@ -34,7 +34,9 @@ class Interval:
         return self.low <= value <= self.high
 
 
-def two_level_replicates(scores_by_seed: Sequence[Sequence[float]], samples: int, rng_seed: int = 0) -> np.ndarray:
+def two_level_replicates(
+    scores_by_seed: Sequence[Sequence[float]] | Sequence[np.ndarray], samples: int, rng_seed: int = 0
+) -> np.ndarray:
     """``samples`` bootstrap replicates of the mean over seeds of each seed's mean score: each draws the seeds with
     replacement, then inside each drawn seed its problems with replacement.
 
