@@ -22,6 +22,8 @@ from corewarding.results.claims import (
     evaluate_claims,
     load_claims,
 )
+from corewarding.results.ingest import ensure_reference
+from corewarding.results.report import build_report
 from corewarding.results.store import reader, writer
 
 ROWS = (("qwen3-8b-base", "math"),)
@@ -145,3 +147,14 @@ def test_the_claims_command_prints_each_verdict_and_prices_missing_cells(
     rows = json.loads(capsys.readouterr().out)
     assert [r["verdict"] for r in rows] == [HOLDS, UNDECIDED] and rows[1]["missing_gpu_hours"] > 0
     assert main(["claims", "--db", str(tmp_path / "none.duckdb"), "--file", str(claims)]) == 2
+
+
+def test_the_report_opens_with_the_claims(tmp_path: Path) -> None:
+    db = _store(tmp_path, {"co_rewarding_2": [0.70, 0.72, 0.69]})
+    with writer(db) as con:  # the report needs the paper's numbers, as an ingest loads them
+        ensure_reference(con)
+    page = build_report(db, "paper_v3")
+    section = page[page.index('<h2 id="claims">') : page.index("</table>", page.index('<h2 id="claims">'))]
+    assert page.index("</dl>") < page.index('<h2 id="claims">') == page.index("<h2")  # the first section
+    assert "The paper's claims (0 hold, 0 do not, 4 undecided)" in section
+    assert "cells without runs: co_rewarding_1__qwen3-8b-base__math" in section

@@ -154,7 +154,8 @@ def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchm
             SELECT s.run_id, max(s.step) AS step FROM eval_samples s JOIN latest l USING (run_id)
             WHERE l.k = 1 AND s.benchmark = ? GROUP BY s.run_id)
         SELECT l.cell_id, s.run_id, s.problem_id, avg(s.{column}::DOUBLE) AS score
-        FROM eval_samples s JOIN newest n ON s.run_id = n.run_id AND s.step = n.step JOIN latest l ON l.run_id = s.run_id
+        FROM eval_samples s JOIN newest n ON s.run_id = n.run_id AND s.step = n.step
+            JOIN latest l ON l.run_id = s.run_id
         WHERE s.benchmark = ? GROUP BY ALL ORDER BY l.cell_id, s.problem_id""",
         [[c.cell_id for c in cells], benchmark, benchmark],
     ).fetchdf()

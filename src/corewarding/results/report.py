@@ -20,9 +20,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from corewarding.config import config_dir
 from corewarding.matrix import Cell, load_matrix, matrix_of
 from corewarding.results import ledger, plots
 from corewarding.results.attempts import failed_cells, failure_note
+from corewarding.results.claims import ClaimResult, evaluate_claims, load_claims
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import (
     NO_PAPER_VALUE,
@@ -32,6 +34,7 @@ from corewarding.results.read import (
     runs_without_paper_value,
 )
 from corewarding.results.released_read import released_comparison, unaudited
+from corewarding.results.report_claims import claims_section
 from corewarding.results.report_cost import cost_section
 from corewarding.results.report_html import num as _num
 from corewarding.results.report_html import table as _table
@@ -72,6 +75,7 @@ class ReportData:
     failed: pd.DataFrame = field(default_factory=pd.DataFrame)  # cells whose newest attempt failed (attempts.py)
     cost: pd.DataFrame = field(default_factory=pd.DataFrame)  # measured GPU-hours per method and model (ledger.py)
     cost_total: dict[str, str | float | int] = field(default_factory=dict)  # ledger.matrix_gpu_hours
+    claims: list[ClaimResult] = field(default_factory=list)  # configs/claims.yaml on the store (claims.py)
 
 
 def _verdict(frame: pd.DataFrame) -> pd.Series:
@@ -162,6 +166,7 @@ def collect(
         failures,
         cost,
         ledger.matrix_gpu_hours(con, matrix),
+        evaluate_claims(con, load_claims(config_dir() / "claims.yaml"), checker),
     )
 
 
@@ -419,7 +424,7 @@ def _header(data: ReportData) -> str:
 
 def render(data: ReportData) -> str:
     """The report as one HTML document (inline style, images as data: URIs, no scripts)."""
-    body = _header(data) + _failed_section(data.failed)
+    body = _header(data) + claims_section(data.claims) + _failed_section(data.failed)
     body += _flagged_section(data.comparison) + _benchmark_sections(data.comparison)
     body += _unpaired_section(data.unpaired)
     body += released_section(data.released, data.unaudited)
