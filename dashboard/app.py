@@ -9,6 +9,7 @@ from dashboard.common import connection_per_run
 PAGES = [
     st.Page("views/matrix.py", title="Matrix", icon=":material/grid_on:", default=True),
     st.Page("views/paper.py", title="Paper vs reproduction", icon=":material/compare:", url_path="paper"),
+    st.Page("views/claims.py", title="Paper claims", icon=":material/rule:", url_path="claims"),
     st.Page("views/curves.py", title="Training curves", icon=":material/show_chart:", url_path="curves"),
     st.Page("views/runs.py", title="Runs", icon=":material/table_rows:", url_path="runs"),
     st.Page("views/run.py", title="Run", icon=":material/insights:", url_path="run"),

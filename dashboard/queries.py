@@ -13,7 +13,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from corewarding.results import attempts, collapse, read, released_read, report, store
+from corewarding.config import config_dir
+from corewarding.results import attempts, claims, collapse, read, released_read, report, store
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -343,3 +344,13 @@ def gpu_hours(con: Con) -> pd.DataFrame:
     if not has or not has[0]:
         return pd.DataFrame({"run_id": pd.Series(dtype=str), "gpu_hours": pd.Series(dtype=float)})
     return _df(con, "SELECT run_id, gpu_hours FROM runs")
+
+
+def paper_claims(con: Con, checker: str) -> pd.DataFrame:
+    """``configs/claims.yaml`` checked on the store (``results.claims``): one row per claim with its verdict, effect,
+    interval, variance, seeds, runs and what would decide it."""
+    rows = [r.to_dict() for r in claims.evaluate_claims(con, claims.load_claims(config_dir() / "claims.yaml"), checker)]
+    frame = pd.DataFrame(rows)
+    frame["runs"] = frame["runs"].map(len)
+    frame["missing"] = frame["missing"].map(", ".join)
+    return frame
