@@ -18,6 +18,7 @@ from tests.support.net import dashboard_server
 PAGES = [
     ("", "Matrix", "stVegaLiteChart"),
     ("paper", "Paper vs reproduction", "stVegaLiteChart"),
+    ("claims", "Paper claims", "stDataFrame"),
     ("curves", "Training curves", "stVegaLiteChart"),
     ("samples", "Samples", "stCode"),
     ("data", "Data quality", "stVegaLiteChart"),
