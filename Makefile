@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The main job: the whole CPU pipeline through the Prefect flow (ephemeral Prefect, no server needed): the tiny data
-# through DVC, then the seven tiny cells trained, evaluated at every saved step, ingested into DuckDB, publish folders.
+# through DVC, then the eight tiny cells (seven methods, ground truth twice: two seeds) trained, evaluated at every saved step, ingested into DuckDB, publish folders.
 demo: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 PREFECT_SERVER_ANALYTICS_ENABLED=false \
 	  $(BIN)/corewarding pipeline run --matrix demo

@@ -1,4 +1,5 @@
-"""`corewarding demo`: all seven methods train on the tiny model and a summary table is printed."""
+"""`corewarding demo`: all seven methods (ground truth with two seeds) train on the tiny model and a summary table is
+printed."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ def test_demo_trains_the_seven_methods_and_prints_the_summary(
     out = capsys.readouterr().out.splitlines()
     header = out[0].split()
     assert header[:2] == ["method", "steps"] and "seconds" in header
-    table = [line.split() for line in out[2:9]]
-    assert [row[0] for row in table] == SEVEN
+    table = [line.split() for line in out[2:10]]
+    assert [row[0] for row in table] == [SEVEN[0], "gt_grpo/seed1", *SEVEN[1:]]  # the demo runs ground truth twice
     assert all(row[1] == "2" for row in table)
     for method in SEVEN:
         run = tmp_path / f"{method}__tiny__tiny"
@@ -31,5 +32,6 @@ def test_demo_trains_the_seven_methods_and_prints_the_summary(
         assert steps == [0, 1, 2]
         assert (run / "checkpoints" / "global_step_2" / "model" / "model.safetensors").is_file()
         assert (run / "config.yaml").is_file()
+    assert (tmp_path / "gt_grpo__tiny__tiny__seed1" / "checkpoints" / "global_step_2").is_dir()
     gt = next(row for row in table if row[0] == "gt_grpo")
     assert float(gt[2]) > 0  # the warm-started tiny model gets some answers right: rewards are not all zero

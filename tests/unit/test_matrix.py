@@ -39,7 +39,9 @@ def test_paper_v3_matrix_adds_the_six_co_rewarding_3_cells_to_the_66() -> None:
     assert (v3.train_overrides, v3.eval_benchmarks, v3.eval_overrides) == (
         v2.train_overrides, v2.eval_benchmarks, v2.eval_overrides,
     )  # fmt: skip
-    assert len(load_matrix("demo").cells) == 7 and load_matrix("demo").cells[-1].method == "co_rewarding_3"
+    demo = load_matrix("demo")
+    assert len(demo.cells) == 8 and demo.cells[-1].method == "co_rewarding_3"  # seven methods, ground truth twice
+    assert [c.cell_id for c in demo.cells[:2]] == ["gt_grpo__tiny__tiny", "gt_grpo__tiny__tiny__seed1"]
 
 
 def test_a_matrix_extending_itself_or_an_unknown_one_is_an_error(

@@ -42,7 +42,7 @@ def test_selection_by_method_model_dataset_and_cell_id() -> None:
     assert len(by_model) == 6 and {p.cell.dataset for p in by_model} == {"math"}
     one = plan_cells(Selection(matrix="demo", cells=("entropy__tiny__tiny",)))
     assert [p.cell_id for p in one] == ["entropy__tiny__tiny"]
-    assert len(plan_cells(Selection(matrix="demo"))) == 7
+    assert len(plan_cells(Selection(matrix="demo"))) == 8  # gt_grpo runs two seeds
 
 
 def test_a_bad_selection_names_what_is_wrong() -> None:

@@ -182,11 +182,11 @@ def test_after_the_demo_the_report_covers_the_demo_matrix_and_says_nothing_was_c
     html = (tmp_path / summary["out"]).read_text(encoding="utf-8")
     assert "<dt>measured</dt><dd>0 of 0 paper cells of the matrix</dd>" in html
     assert "<strong>Nothing was compared</strong>" in html and "No measured cell differs" not in html
-    assert "Cells without a paper value (7)" in html and len(html) < 60_000  # one short list, not 539 rows
+    assert "Cells without a paper value (8)" in html and len(html) < 60_000  # one short list, not 539 rows
     # what the demo measured is shown (not compared), and the report says what the demo is
     section = html[html.index('id="no-paper-value"') :]
-    rows = re.findall(r"<tr class=\"\"><td>([a-z_0-9]+__tiny__tiny)</td>(.*?)</tr>", section)
-    assert len(rows) == 7
+    rows = re.findall(r"<tr class=\"\"><td>([a-z_0-9]+__tiny__tiny(?:__seed1)?)</td>(.*?)</tr>", section)
+    assert len(rows) == 8 and "gt_grpo__tiny__tiny__seed1" in dict(rows)
     for _, cells in rows:  # (the synthetic demo runs are not evaluated: their measured column is empty)
         assert re.search(r"<td>\d\.\d{3} \(step 0\)( -&gt; \d\.\d{3} \(step [48]\))?</td>", cells), cells
     assert "A plumbing check, not a result: the tiny cells train a random-weight model" in html

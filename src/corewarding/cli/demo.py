@@ -39,7 +39,8 @@ def run_demo(
         log.info("[%d/%d] %s", i, len(spec.cells), cell.cell_id)
         started = time.perf_counter()
         result = train(cfg, run_dir, progress=progress)
-        rows.append(summarize_run(cell.method, result.metrics, time.perf_counter() - started))
+        label = f"{cell.method}/seed{cell.seed}" if cell.seed else cell.method  # a second seed of a method
+        rows.append(summarize_run(label, result.metrics, time.perf_counter() - started))
     return rows
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from corewarding.matrix import Cell, hub_repo_id
+from corewarding.matrix import SEED_KEY, Cell, hub_repo_id
 from corewarding.results.reference import load_reference
 from corewarding.run_folder import (
     EVAL_METRICS as EVAL_METRICS_FILE,
@@ -230,6 +230,7 @@ def write_run(run_dir: Path, cell: Cell, spec: SyntheticSpec, seed: int, status:
         "hub": {"org": "TMLR-Group-HF"},
         "grpo": {"max_response_length": spec.max_response_length},
         "schedule": {"total_steps": spec.steps, "test_freq": spec.test_freq},
+        **({SEED_KEY: cell.seed} if cell.seed else {}),  # a seed cell's config says which seed, as the trainer's does
     }
     config_file(run_dir).write_text(OmegaConf.to_yaml(OmegaConf.create(config)))
     rows = training_metrics(cell, spec, seed)
