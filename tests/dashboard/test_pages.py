@@ -192,4 +192,4 @@ def test_paper_page_after_the_demo_says_no_stored_run_is_a_paper_cell(
     message = app.info[0].value
     assert "No run in the store is a cell of" in message and "corewarding results synthetic" in message
     assert "ingest runs with eval/metrics.parquet" not in message  # the old advice, wrong after the demo
-    assert app.subheader[0].value == "Runs without a paper value (7)"
+    assert app.subheader[0].value == "Runs without a paper value (8)"  # seven methods, ground truth with two seeds

@@ -25,7 +25,7 @@ from tests.support.repo import clone_project, dvc_bin, run_dvc
 BIN = Path(sys.executable).parent
 SHORT = "schedule.total_steps=8"  # checkpoints at steps 4 and 8: one to resume from, one after it
 CELLS = [f"{m}__tiny__tiny" for m in ("gt_grpo", "majority_voting", "self_certainty", "entropy", "co_rewarding_1",
-                                      "co_rewarding_2", "co_rewarding_3")]  # fmt: skip
+                                      "co_rewarding_2", "co_rewarding_3")] + ["gt_grpo__tiny__tiny__seed1"]  # fmt: skip
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:

@@ -68,7 +68,15 @@ def _dvc_processes(parent: int) -> list[psutil.Process]:
         children = psutil.Process(parent).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [p for p in children if any("dvc" in part for part in p.cmdline()[:2])]
+    return [p for p in children if _is_dvc(p)]
+
+
+def _is_dvc(proc: psutil.Process) -> bool:
+    """Whether a child is a dvc process; one that exited meanwhile (the pipeline's short git calls) is not."""
+    try:
+        return any("dvc" in part for part in proc.cmdline()[:2])
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _ok_md5(lock: Path) -> str:
