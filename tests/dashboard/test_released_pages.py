@@ -48,7 +48,7 @@ def test_the_paper_page_shows_every_audited_cell_with_the_settings_flag(app: App
     ]  # fmt: skip
     assert math500["paper_vs_released"].tolist() == ["outside released CI", "within released CI"]
     assert math500["released_vs_reproduced"].tolist() == ["CIs overlap", "CIs disjoint"]
-    assert math500["flag"].tolist() == ["⚠ settings differ: seed"] * 2
+    assert math500["flag"].tolist() == ["⚠ settings differ: seed (evaluation)"] * 2
     assert frame.loc[frame["cell_id"] == C3, "flag"].tolist() == [""]
     caption = " ".join(c.value for c in app.caption)
     assert "95% percentile bootstrap interval over problems" in caption and "**CIs disjoint**" in caption

@@ -31,9 +31,9 @@ def test_paper_released_and_reproduced_side_by_side_with_verdicts_and_flag(secti
     assert len(rows) == 4  # GT MATH500 seed 0 and seed 1, GT GSM8K, C3 MATH500
     seed1 = rows[(released_store.GT, "MATH500", "76.50 [74.00, 79.00]")]
     assert seed1[3] == "80.00" and seed1[5].startswith("71.23 [68.00, 74.50]<br><small>step 20 · settings ")
-    assert seed1[6:] == ["outside released CI", "CIs overlap", "⚠ settings differ: seed"]
+    assert seed1[6:] == ["outside released CI", "CIs overlap", "⚠ settings differ: seed (evaluation)"]
     seed0 = rows[(released_store.GT, "MATH500", "81.23 [78.00, 84.00]")]
-    assert seed0[6:] == ["within released CI", "CIs disjoint", "⚠ settings differ: seed"]
+    assert seed0[6:] == ["within released CI", "CIs disjoint", "⚠ settings differ: seed (evaluation)"]
     gsm8k = rows[(released_store.GT, "GSM8K", "91.00 [89.00, 93.00]")]
     assert gsm8k[5].startswith("85.00 [no CI]") and gsm8k[6:] == [
         "within released CI", "no CI", "⚠ settings differ: settings unknown",

@@ -94,12 +94,17 @@ def released_comparison(con: Con, cell_ids: Sequence[str] | None, checker: str) 
 
 
 def settings_flag(differ: object) -> str:
-    """The flag of a row whose comparison crosses settings (``⚠ settings differ: seed``), else ''.
+    """The flag of a row whose comparison crosses settings, else ''. The ``seed`` of a score's settings is the
+    evaluation's sampling seed, and the flag says so: an audit's second seed re-samples the same checkpoint, it is
+    no second training run (those are a matrix's ``seeds``).
 
-    >>> settings_flag("seed"), settings_flag("")
-    ('⚠ settings differ: seed', '')
+    >>> settings_flag("seed"), settings_flag("temperature, seed"), settings_flag("")
+    ('⚠ settings differ: seed (evaluation)', '⚠ settings differ: temperature, seed (evaluation)', '')
     """
-    return f"⚠ settings differ: {differ}" if isinstance(differ, str) and differ else ""
+    if not isinstance(differ, str) or not differ:
+        return ""
+    named = [f"{name} (evaluation)" if name == "seed" else name for name in differ.split(", ")]
+    return f"⚠ settings differ: {', '.join(named)}"
 
 
 def _paper_verdict(row: Any) -> str:

@@ -86,8 +86,8 @@ def released_section(frame: pd.DataFrame, failed: pd.DataFrame | None = None) ->
     return (
         f"{head}<p>Each score of a Hub checkpoint the paper released, beside the paper's value and the newest "
         "reproduction of its cell (its latest evaluated step), in percent. Intervals are the evaluation's "
-        f"{escape(INTERVAL)}. A released checkpoint scored under several settings (two seeds) has a row per setting, "
-        f"never averaged; ⚠ names the settings a comparison crosses. {meanings}.</p>"
+        f"{escape(INTERVAL)}. A released checkpoint scored under several settings (two evaluation seeds) has a row "
+        f"per setting, never averaged; ⚠ names the settings a comparison crosses. {meanings}.</p>"
         + table(HEADERS, _rows(frame))
         + "<h3>Settings per column</h3><p>The settings each score above was produced with, by its settings key "
         "(the model revision is not compared).</p>" + _settings_table(frame)
