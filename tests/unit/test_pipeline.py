@@ -234,6 +234,8 @@ def test_data_stages_are_listed_with_their_upstream_prepare_and_an_unknown_set_i
     assert not dvc.add_data_stages(params, ["prepare@math"])  # already listed: the file is left as it is
     assert dvc.add_data_stages(params, ["rephrase@tiny"])
     assert yaml.safe_load(params.read_text())["data_stages"]["rephrase"] == {"tiny": {"rephraser": "transformers_tiny"}}
+    assert dvc.set_stages("math") == ["prepare@math", "rephrase@math", "import_rephrased@math"]
+    assert dvc.set_stages("math500") == ["prepare@math500"]  # an evaluation set is neither rephrased nor released
     before = params.read_text()
     with pytest.raises(dvc.DvcError, match="prepare@nope: unknown datasource 'nope'"):
         dvc.add_data_stages(params, ["prepare@nope"])

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.config import config_dir
-from corewarding.matrix import matrix_of, parse_cell_id
+from corewarding.matrix import matrix_of
 
 MATRIX_FOR_COST = "paper_v3"  # the matrix whose configs price a missing cell when no other holds it
 
@@ -75,7 +75,7 @@ def _claims(args: argparse.Namespace) -> int:
         return 2
     for row in rows:
         if row["missing"]:
-            row["missing_gpu_hours"] = _cost([parse_cell_id(c).cell_id for c in row["missing"]], db)
+            row["missing_gpu_hours"] = _cost(row["missing"], db)
     print(json.dumps(rows) if args.json else format_claims(rows))
     return 0
 

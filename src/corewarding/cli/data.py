@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.config import compose_config, load_group_option
-from corewarding.pipeline.dvc import DVC_PARAMS, add_data_stages, is_dvc_repo
+from corewarding.pipeline.dvc import DVC_PARAMS, add_data_stages, is_dvc_repo, set_stages
 from corewarding.tiny.data import write_tiny_dataset
 
 DATA_EXAMPLES = """examples:
@@ -84,16 +84,7 @@ def _track(args: argparse.Namespace) -> int:
     if not is_dvc_repo(Path.cwd()):
         print(f"error: {Path.cwd()} is not the checkout's root (no .dvc/ and dvc.yaml here)", file=sys.stderr)
         return 2
-    stages: list[str] = []
-    for name in args.names:
-        try:
-            source = load_group_option("datasource", name).datasource
-        except KeyError as exc:
-            print(f"error: {exc.args[0]}", file=sys.stderr)
-            return 2
-        stages.append(f"prepare@{name}")
-        stages += [f"rephrase@{name}"] if source.get("rephraser") else []
-        stages += [f"import_rephrased@{name}"] if source.get("rephrased_release") else []
+    stages = [stage for name in args.names for stage in set_stages(name)]  # an unknown set: DvcError, one line
     changed = add_data_stages(Path(DVC_PARAMS), stages)
     print(f"{DVC_PARAMS}: {'listed' if changed else 'already lists'} {', '.join(stages)}")
     return 0

@@ -156,6 +156,8 @@ PARAMS_HEADER = """\
 """
 # The data stages of dvc.yaml that iterate over params.yaml's `data_stages.<name>`, and each one's entry for a set
 DATA_STAGES = ("prepare", "rephrase", "import_rephrased")
+# A stage beyond prepare@ exists for a set whose datasource names this field; its params.yaml entry keeps it as
+SOURCE_FIELDS = {"rephrase": ("rephraser", "rephraser"), "import_rephrased": ("rephrased_release", "release")}
 
 
 def _load_yaml(path: Path) -> Any:
@@ -190,20 +192,29 @@ def data_stage_entries(stages: Iterable[str]) -> dict[str, dict[str, dict[str, s
         name, _, key = stage.partition("@")
         if name not in DATA_STAGES or not key:
             continue
-        try:
-            source = load_group_option("datasource", key).datasource
-        except KeyError as exc:
-            raise DvcError(f"data stage {stage}: {exc.args[0]}") from None
+        source = _datasource(key, f"data stage {stage}")
         entries["prepare"][key] = {"split": str(source.split)}
-        if name == "rephrase":
-            if not source.get("rephraser"):
-                raise DvcError(f"data stage {stage}: configs/datasource/{key}.yaml names no rephraser")
-            entries["rephrase"][key] = {"rephraser": str(source.rephraser)}
-        if name == "import_rephrased":
-            if not source.get("rephrased_release"):
-                raise DvcError(f"data stage {stage}: configs/datasource/{key}.yaml names no rephrased_release")
-            entries["import_rephrased"][key] = {"release": str(source.rephrased_release)}
+        if name in SOURCE_FIELDS:
+            field, entry_key = SOURCE_FIELDS[name]
+            if not source.get(field):
+                raise DvcError(f"data stage {stage}: configs/datasource/{key}.yaml names no {field}")
+            entries[name][key] = {entry_key: str(source[field])}
     return entries
+
+
+def set_stages(name: str) -> list[str]:
+    """Every data stage a set has: ``prepare@<set>``, and ``rephrase@``/``import_rephrased@`` when its datasource
+    names a rephraser / a released rephrasing (``corewarding data track``)."""
+    source = _datasource(name, f"data set {name}")
+    return [f"prepare@{name}"] + [f"{stage}@{name}" for stage, (field, _) in SOURCE_FIELDS.items() if source.get(field)]
+
+
+def _datasource(key: str, what: str) -> Any:
+    """``configs/datasource/<key>.yaml``'s datasource section; an unknown set is a DvcError naming ``what``."""
+    try:
+        return load_group_option("datasource", key).datasource
+    except KeyError as exc:
+        raise DvcError(f"{what}: {exc.args[0]}") from None
 
 
 def add_data_stages(params_file: Path, stages: Iterable[str]) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from corewarding.matrix import Cell
+from corewarding.matrix import Cell, parse_cell_id
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import collapse_inputs
 from corewarding.results.seed_variance import pooled_seed_variance, seeds_to_decide, two_level_replicates
@@ -138,6 +138,7 @@ def load_claims(path: Path) -> list[Claim]:
 
 
 # ---- reading the store -------------------------------------------------------------------------------------------
+# The newest run of each of the cells and their seeds (the SQL twin of ``matrix.SEED_TAG``: ``<cell_id>__seed<k>``)
 LATEST = """WITH latest AS (
     SELECT run_id, cell_id, last_step, row_number() OVER (PARTITION BY cell_id ORDER BY started_at DESC NULLS LAST,
         run_id DESC) AS k
@@ -159,8 +160,13 @@ def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchm
         WHERE s.benchmark = ? GROUP BY ALL ORDER BY l.cell_id, s.problem_id""",
         [[c.cell_id for c in cells], benchmark, benchmark],
     ).fetchdf()
-    frame["cell"] = frame["cell_id"].str.replace(r"__seed[0-9]+$", "", regex=True)
+    frame["cell"] = frame["cell_id"].map(_first_seed)
     return frame
+
+
+def _first_seed(cell_id: str) -> str:
+    """The id a seed cell is grouped under: its seed 0's (``matrix.parse_cell_id``)."""
+    return parse_cell_id(cell_id).first_seed.cell_id
 
 
 def _latest_runs(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
@@ -232,7 +238,7 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples
 
 def _stable(con: duckdb.DuckDBPyConnection, claim: Claim, rules: CollapseRules) -> ClaimResult:
     runs = _latest_runs(con, claim.cells())
-    runs["cell"] = runs["cell_id"].str.replace(r"__seed[0-9]+$", "", regex=True)
+    runs["cell"] = runs["cell_id"].map(_first_seed)
     missing = [c.cell_id for c in claim.cells() if c.cell_id not in set(runs["cell"])]
     ids = runs["run_id"].tolist()
     events = collapse_events(collapse_inputs(con, ids), rules) if ids else pd.DataFrame(columns=["run_id", "step"])

@@ -103,8 +103,9 @@ class LocalTrainer:
         self.teacher = _frozen_copy(self.policy, getattr(torch, str(teacher_cfg.dtype))) if teacher_cfg else None
         self.ref = self.teacher if self.teacher is not None else _frozen_copy(self.policy)
         self.grpo, self.schedule = section_of(cfg, GrpoConfig), section_of(cfg, ScheduleConfig)
-        self.settings = optimizer_settings(section_of(cfg, OptimizerConfig), self.total_steps)  # a resume must agree
-        self.grad_clip = float(section_of(cfg, OptimizerConfig).grad_clip)
+        optimizer = section_of(cfg, OptimizerConfig)
+        self.settings = optimizer_settings(optimizer, self.total_steps)  # a resumed checkpoint must agree
+        self.grad_clip = float(optimizer.grad_clip)
         s = self.settings
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay
