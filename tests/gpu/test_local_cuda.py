@@ -1,4 +1,4 @@
-"""The local backend on a CUDA device: the same tiny run as on CPU, with every tensor on the GPU."""
+"""The local backend on a CUDA device, every method: the same tiny run as on CPU, with every tensor on the GPU."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from corewarding import methods
 from corewarding.config import compose_config
 from corewarding.training.local.trainer import LocalTrainer
 
 
 @pytest.mark.requires_gpu
-@pytest.mark.parametrize("method", ["co_rewarding_1", "co_rewarding_2", "entropy"])
+@pytest.mark.parametrize("method", methods.names())
 def test_local_backend_trains_on_cuda(method: str, artifacts_dir: Path, tmp_path: Path) -> None:
     overrides = [
         "experiment=tiny_cpu", f"method={method}", "device=cuda", f"paths.artifacts_dir={artifacts_dir}",
