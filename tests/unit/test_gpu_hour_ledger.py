@@ -130,6 +130,6 @@ def test_a_v5_store_migrates_to_the_ledger(tmp_path: Path) -> None:
     )
     con.close()
     with store.writer(db) as con:
-        assert schema.current_version(con) == 6
+        assert schema.current_version(con) == schema.SCHEMA_VERSION
         assert con.execute("SELECT device_type, gpu_hours FROM runs").fetchall() == [(None, None)]
         assert con.execute("SELECT count(*) FROM run_phase_hours").fetchone() == (0,)

@@ -123,3 +123,31 @@ def test_parallel_writer_processes_neither_lose_nor_duplicate_rows(tmp_path: Pat
     assert got == expected
     assert all(n == distinct for n, distinct in got.values())  # no duplicates
     assert got["runs"] == (6, 6) and got["eval_samples"][0] == 4 * 7 * 40  # 4 finished runs x 7 benchmarks x 40
+
+
+def test_a_v6_store_migrates_to_seed_groups_that_read_cell_ids_as_the_matrix_does(tmp_path: Path) -> None:
+    from corewarding.matrix import Cell, parse_cell_id
+
+    db = tmp_path / "r.duckdb"
+    con = duckdb.connect(str(db))
+    schema.migrate(con, {v: schema.MIGRATIONS[v] for v in range(1, 7)})
+    cells = [Cell("gt_grpo", "tiny", "tiny"), Cell("gt_grpo", "tiny", "tiny", 1), Cell("gt_grpo", "tiny", "tiny", 12)]
+    for i, cell in enumerate(cells):
+        con.execute(
+            "INSERT INTO runs (run_id, cell_id, method, base_model, dataset, status) "
+            "VALUES (?, ?, ?, ?, ?, 'finished')",
+            [f"r{i}", cell.cell_id, cell.method, cell.base_model, cell.dataset],
+        )
+    con.close()
+    with store.writer(db) as con:
+        rows = con.execute("SELECT cell_id, cell_group, seed_index FROM run_seeds ORDER BY run_id").fetchall()
+    expected = [(c.cell_id, parse_cell_id(c.cell_id).first_seed.cell_id, parse_cell_id(c.cell_id).seed) for c in cells]
+    assert (
+        rows
+        == expected
+        == [
+            ("gt_grpo__tiny__tiny", "gt_grpo__tiny__tiny", 0),
+            ("gt_grpo__tiny__tiny__seed1", "gt_grpo__tiny__tiny", 1),
+            ("gt_grpo__tiny__tiny__seed12", "gt_grpo__tiny__tiny", 12),
+        ]
+    )

@@ -138,11 +138,11 @@ def load_claims(path: Path) -> list[Claim]:
 
 
 # ---- reading the store -------------------------------------------------------------------------------------------
-# The newest run of each of the cells and their seeds (the SQL twin of ``matrix.SEED_TAG``: ``<cell_id>__seed<k>``)
+# The newest run of each of the cells and their seeds (the store's ``run_seeds`` groups a cell's seeds)
 LATEST = """WITH latest AS (
-    SELECT run_id, cell_id, last_step, row_number() OVER (PARTITION BY cell_id ORDER BY started_at DESC NULLS LAST,
-        run_id DESC) AS k
-    FROM runs WHERE list_contains(?, regexp_replace(cell_id, '__seed[0-9]+$', '')))"""
+    SELECT r.run_id, r.cell_id, r.last_step, row_number() OVER (PARTITION BY r.cell_id ORDER BY r.started_at DESC
+        NULLS LAST, r.run_id DESC) AS k
+    FROM runs r JOIN run_seeds USING (run_id) WHERE list_contains(?, run_seeds.cell_group))"""
 
 
 def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchmark: str, checker: str) -> pd.DataFrame:

@@ -108,8 +108,18 @@ _V6 = [
         PRIMARY KEY (run_id, phase))""",
 ]
 
+# v7: a cell's seeds grouped. ``run_seeds`` gives every run its cell group (the seed-0 cell id that all the cell's
+# seeds share) and its seed index, read off the cell id (the SQL twin of ``matrix.SEED_TAG``: ``<cell_id>__seed<k>``,
+# k >= 1; no tag is seed 0). A view, so every row that reaches ``runs`` is grouped, whoever wrote it.
+SEED_GROUP_SQL = "regexp_replace(cell_id, '__seed[1-9][0-9]*$', '')"
+_V7 = [
+    f"""CREATE VIEW run_seeds AS SELECT run_id, cell_id, {SEED_GROUP_SQL} AS cell_group,
+        coalesce(TRY_CAST(regexp_extract(cell_id, '__seed([1-9][0-9]*)$', 1) AS INTEGER), 0) AS seed_index
+        FROM runs""",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
