@@ -66,12 +66,13 @@ def synthetic_runs(con: Con) -> int:
 
 
 def runs(con: Con) -> pd.DataFrame:
-    """Every ingested run, newest first."""
+    """Every ingested run, newest first, with its cell group (the seed-0 cell id its seeds share) and seed index."""
     return _df(
         con,
-        """SELECT run_id, cell_id, method, base_model, dataset, status, backend, started_at, ended_at,
+        """SELECT run_id, runs.cell_id, method, base_model, dataset, status, backend, started_at, ended_at,
         last_step, total_steps, max_response_length, hub_repo_id, config_hash, code_version, data_hashes, run_dir,
-        error FROM runs ORDER BY started_at DESC NULLS LAST, run_id""",
+        error, cell_group, seed_index FROM runs JOIN run_seeds USING (run_id)
+        ORDER BY started_at DESC NULLS LAST, run_id""",
     )
 
 

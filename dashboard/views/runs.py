@@ -1,9 +1,11 @@
-"""The run table: every ingested run with its last validation accuracy, last mean reward (and its unit), collapse flag
-and training hours; searched by text, filtered by method, base model, data set, status and matrix, optionally grouped
-(rounded summaries); each row opens its run page, and two or more picked rows open their comparison."""
+"""The run table: every ingested run with its seed, last validation accuracy, last mean reward (and its unit), collapse
+flag and training hours; searched by text, filtered by method, base model, data set, status and matrix, optionally
+grouped (rounded summaries; "cell (seeds)" gives one row per cell, its seeds summarised); each row opens its run page,
+and two or more picked rows open their comparison."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -14,13 +16,17 @@ from corewarding.methods import reward_unit
 from dashboard.common import UNITS_HELP, plain, query, require_store, stored_runs, table
 
 FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset", "status": "Status"}
-GROUP_BY = {"none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status"}
-SEARCHED = ["run_id", "cell_id", "method", "base_model", "dataset"]
+GROUP_BY = {
+    "none": None, "method": "method", "base model": "base_model", "dataset": "dataset", "status": "status",
+    "cell (seeds)": "cell_group",
+}  # fmt: skip
+SEARCHED = ["run_id", "cell_id", "cell_group", "method", "base_model", "dataset"]
 COLUMNS = [
-    "open", "run_id", "status", "last_val_acc", "last_reward", "reward_unit", "collapse", "wall_hours", "last_step",
-    "total_steps", "method", "base_model", "dataset", "started_at",
+    "open", "run_id", "seed_index", "status", "last_val_acc", "last_reward", "reward_unit", "collapse", "wall_hours",
+    "last_step", "total_steps", "method", "base_model", "dataset", "started_at",
 ]  # fmt: skip
 NUMBER = {
+    "seed_index": st.column_config.NumberColumn("seed", format="%d", help="the cell's training seed (0: its first)"),
     "last_val_acc": st.column_config.NumberColumn("last val acc", format="%.3f", help="validation accuracy, last step"),
     "last_reward": st.column_config.NumberColumn("last reward", format="%.3f", help="mean reward, last training step"),
     "reward_unit": st.column_config.TextColumn("reward unit", help=UNITS_HELP),
@@ -76,16 +82,28 @@ def filtered(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[keep]
 
 
+def seed_columns(field: str) -> tuple[dict[str, tuple[str, Any]], dict[str, tuple[str, Any]]]:
+    """The summary columns a cell's seeds add (grouped by ``cell_group``; none otherwise): the seed indices present,
+    and the mean last reward with its unit (a cell is one method, so its rewards share a unit)."""
+    if field != "cell_group":
+        return {}, {}
+    listed = ("seed_index", lambda s: ", ".join(str(i) for i in sorted(set(s))))
+    return {"seeds": listed}, {"mean_last_reward": ("last_reward", "mean"), "reward_unit": ("reward_unit", "first")}
+
+
 def group_summary(shown: pd.DataFrame, field: str) -> pd.DataFrame:
     """Per value of ``field``: runs, finished, collapsed, the means of last step, last validation accuracy and
     training hours, and the summed GPU-hours of the runs with a ledger (``without_ledger`` counts the others), rounded
-    to 3 decimals (rewards are left out: their units differ between methods)."""
+    to 3 decimals (rewards are left out, as their units differ between methods, except per cell: ``seed_columns``)."""
+    seeds, rewards = seed_columns(field)
     summary = shown.groupby(field).agg(
         runs=("run_id", "count"),
+        **seeds,
         finished=("status", lambda s: int((s == "finished").sum())),
         collapsed=("collapse", lambda s: int((s != "").sum())),
         mean_last_step=("last_step", "mean"),
         mean_last_val_acc=("last_val_acc", "mean"),
+        **rewards,
         mean_train_hours=("wall_hours", "mean"),
         gpu_hours=("gpu_hours", lambda s: s.sum(min_count=1)),
         without_ledger=("gpu_hours", lambda s: int(s.isna().sum())),
@@ -113,8 +131,9 @@ if GROUP_BY[group]:
     table(group_summary(shown, field), f"runs-by-{field}")
 rows = shown.assign(open="run?" + shown["run_id"].map(lambda r: urlencode({"run": r})))
 recorded = ["gpu_hours"] if rows["gpu_hours"].notna().any() else []  # older stores and runs keep no ledger
+cut = COLUMNS.index("wall_hours") + 1  # the GPU-hours, where recorded, beside the training hours
 picked = st.dataframe(
-    rows[[*COLUMNS[:8], *recorded, *COLUMNS[8:]]],
+    rows[[*COLUMNS[:cut], *recorded, *COLUMNS[cut:]]],
     hide_index=True,
     on_select="rerun",
     selection_mode="multi-row",

@@ -3,6 +3,7 @@ rendered with Streamlit's AppTest over the synthetic store (12 runs: Qwen2.5-3B 
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from corewarding.matrix import Cell
+from corewarding.results import synthetic
+from corewarding.results.ingest import ingest
 from corewarding.results.store import writer
 from dashboard.config_diff import config_diff
 from tests.support.apptest import render
@@ -132,3 +136,25 @@ def test_the_run_table_sums_gpu_hours_per_group_and_counts_runs_without_a_ledger
         "2.50 GPU-hours measured for the runs shown; 10 run(s) without a ledger, not counted. "
         "Estimate what is left: `corewarding pipeline run --dry-run`."
     ]
+
+
+def test_the_run_table_groups_a_cells_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seeded = [Cell("gt_grpo", "qwen2.5-3b", "math", seed) for seed in (0, 1)]
+    other = Cell("co_rewarding_1", "qwen2.5-3b", "math")
+    runs, data = synthetic.write_result_set(tmp_path, [*seeded, other], synthetic.SyntheticSpec())
+    for cell, (reward, acc) in zip([*seeded, other], [(0.4, 0.5), (0.7, 0.8), (0.9, 0.1)], strict=True):
+        lines = [{"step": 1, "reward_mean": 0.1}, {"step": 2, "reward_mean": reward, "val_accuracy": acc}]
+        (runs / cell.cell_id / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ingest(tmp_path / "seeds.duckdb", [runs], data_dirs=[data])
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(tmp_path / "seeds.duckdb"))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/runs.py", group="cell (seeds)")
+    grouped = app.dataframe[0].value.set_index("cell_group")
+    assert grouped.index.tolist() == [other.cell_id, seeded[0].cell_id]  # one row per cell, its seeds together
+    cell = grouped.loc[seeded[0].cell_id]
+    assert (cell["runs"], cell["seeds"], cell["finished"], cell["reward_unit"]) == (2, "0, 1", 2, "0/1")
+    assert (cell["mean_last_reward"], cell["mean_last_val_acc"]) == (0.55, 0.65)  # (0.4 + 0.7) / 2, (0.5 + 0.8) / 2
+    assert grouped.loc[other.cell_id, ["runs", "seeds", "mean_last_reward"]].tolist() == [1, "0", 0.9]
+    rows = app.dataframe[-1].value
+    assert list(rows.columns[:3]) == ["open", "run_id", "seed_index"]  # the seed beside the run id
+    seeds = dict(zip(rows["run_id"].str.split("@").str[0], rows["seed_index"], strict=True))
+    assert seeds == {seeded[0].cell_id: 0, seeded[1].cell_id: 1, other.cell_id: 0}
