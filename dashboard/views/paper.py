@@ -7,6 +7,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from corewarding.results.cell_verdicts import MEANINGS
 from corewarding.results.report import build_report
 from dashboard.common import db_path, method_scale, query, require_store, table
 from dashboard.released_table import SUBHEADER, released_table
@@ -14,9 +15,12 @@ from dashboard.released_table import SUBHEADER, released_table
 require_store()
 st.title("Paper vs reproduction")
 st.caption(
-    "Paper values are percent (pass@1, AMC avg@8, temperature 0.8). Measured values come from the newest run "
-    "of each cell; base rows from a base-model evaluation (step null) of a run of that model. "
-    "⚠ marks the IFEval cells that disagree with the paper's own sub-metric tables."
+    "Paper values are percent (pass@1, AMC avg@8, temperature 0.8). A cell's measured value is the mean over its "
+    "seeds of each seed's newest run (`seeds`); base rows come from a base-model evaluation (step null) of a run of "
+    "that model. The interval is bootstrapped over seeds, then problems; a one-seed cell borrows the seed variance of "
+    "cells of the same method and scale (`interval` says which). Verdicts: "
+    + "; ".join(f"**{v}**: {m}" for v, m in MEANINGS.items())
+    + ". ⚠ marks the IFEval cells that disagree with the paper's own sub-metric tables."
 )
 tables = query("paper_tables")
 choices = query("eval_choices")
@@ -102,6 +106,8 @@ if len(measured):
                 "measured",
                 "difference",
                 "checkpoint_step",
+                "seeds",
+                "verdict",
                 "run_id",
             ],
         )

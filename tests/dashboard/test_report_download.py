@@ -39,4 +39,5 @@ def test_paper_page_downloads_the_report(synthetic_store: Path, monkeypatch: pyt
     html = deferred["report-paper.html"]()  # the page's checker and checkpoint: math_verify, latest
     assert html.startswith("<!DOCTYPE html>") and "<h1>Reproduction report: matrix paper</h1>" in html
     assert _without_time(html) == _without_time(build_report(synthetic_store, "paper", "math_verify", "latest"))
-    assert "12 run(s) are synthetic" in html and 'class="out"' in html  # the collapsed majority-voting cells
+    # one seed per cell and none to borrow from: the collapsed majority-voting cells are undecided, not flagged
+    assert "12 run(s) are synthetic" in html and "<td>undecided (one seed)</td>" in html

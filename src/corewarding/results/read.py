@@ -6,10 +6,12 @@ Pure functions of a read-only DuckDB connection and plain values; every value re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import duckdb
 import pandas as pd
 
+from corewarding.results import cell_verdicts
 from corewarding.results.collapse import METRICS as COLLAPSE_METRICS
 
 Con = duckdb.DuckDBPyConnection
@@ -20,45 +22,87 @@ def paper_tables(con: Con) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT table_name FROM paper_results ORDER BY 1").fetchall()]
 
 
+# Each paper cell of a table, with the base-model evaluation (step null) of a run of that model for its base rows
 _PAPER_SQL = """
 WITH ref AS (SELECT *, rowid AS ord FROM paper_results WHERE table_name = $table),
-evaluated AS (
-    SELECT r.run_id, r.method, r.base_model, r.dataset, r.started_at, e.step, e.benchmark_key, e.metric, e.value,
-           e.ci_low, e.ci_high, e.n, e.num_problems
-    FROM eval_metrics e JOIN runs r USING (run_id) WHERE e.checker = $checker),
-trained AS (
-    SELECT ref.ord, ev.run_id, ev.step, ev.value, ev.ci_low, ev.ci_high, ev.n, ev.num_problems
-    FROM ref JOIN evaluated ev ON ev.method = ref.method AND ev.base_model = ref.base_model
-        AND ev.dataset = ref.dataset AND ev.benchmark_key = ref.benchmark_key AND ev.metric = ref.metric
-        AND ev.step IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY ref.ord ORDER BY ev.started_at DESC NULLS LAST, ev.run_id,
-        CASE WHEN $policy = 'best' THEN ev.value ELSE ev.step END DESC) = 1),
 base AS (
-    SELECT ref.ord, ev.run_id, ev.step, ev.value, ev.ci_low, ev.ci_high, ev.n, ev.num_problems
-    FROM ref JOIN evaluated ev ON ref.method = 'base' AND ev.base_model = ref.base_model
-        AND ev.benchmark_key = ref.benchmark_key AND ev.metric = ref.metric AND ev.step IS NULL
-    QUALIFY row_number() OVER (PARTITION BY ref.ord ORDER BY (ev.dataset = ref.dataset) DESC,
-        ev.started_at DESC NULLS LAST, ev.run_id) = 1),
-measured AS (SELECT * FROM trained UNION ALL SELECT * FROM base)
-SELECT ref.train_set, ref.model, ref.method, ref.benchmark, ref.metric, ref.value AS paper,
-       round(m.value * 100, 2) AS measured, round(m.value * 100 - ref.value, 2) AS difference,
-       CASE WHEN ref.method = 'base' AND m.run_id IS NOT NULL THEN 'base model' ELSE CAST(m.step AS VARCHAR) END
-           AS checkpoint_step,
-       round(m.ci_low * 100, 2) AS ci_low, round(m.ci_high * 100, 2) AS ci_high, m.n, m.num_problems,
-       ref.suspect, m.run_id
-FROM ref LEFT JOIN measured m USING (ord) ORDER BY ref.ord
+    SELECT ref.ord, e.run_id, e.value, e.ci_low, e.ci_high, e.n, e.num_problems
+    FROM ref JOIN runs r ON ref.method = 'base' AND r.base_model = ref.base_model
+        JOIN eval_metrics e ON e.run_id = r.run_id AND e.checker = $checker AND e.step IS NULL
+            AND e.benchmark_key = ref.benchmark_key AND e.metric = ref.metric
+    QUALIFY row_number() OVER (PARTITION BY ref.ord ORDER BY (r.dataset = ref.dataset) DESC,
+        r.started_at DESC NULLS LAST, r.run_id) = 1)
+SELECT ref.train_set, ref.model, ref.method, ref.base_model, ref.dataset, ref.benchmark, ref.benchmark_key,
+       ref.metric, ref.value AS paper, ref.suspect, b.run_id AS base_run_id, b.value AS base_value,
+       b.ci_low AS base_ci_low, b.ci_high AS base_ci_high, b.n AS base_n, b.num_problems AS base_num_problems
+FROM ref LEFT JOIN base b USING (ord) ORDER BY ref.ord
 """
+COLUMNS = [
+    "train_set", "model", "method", "benchmark", "metric", "paper", "measured", "difference", "checkpoint_step",
+    "ci_low", "ci_high", "seeds", "interval", "verdict", "n", "num_problems", "suspect", "run_id", "seed_runs",
+    "base_model", "dataset",
+]  # fmt: skip
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None or pd.isna(value) else round(float(value) * 100, 2)
+
+
+def _trained(
+    con: Con, seeds: pd.DataFrame, key: cell_verdicts.PolicyKey, pooled: cell_verdicts.Pooled, checker: str
+) -> dict[str, Any]:
+    """The measurement of one trained cell over its seeds, with its interval and what it holds."""
+    rows = cell_verdicts.seeds_of(seeds, key)
+    if not len(rows):
+        return {"seeds": 0}
+    interval = cell_verdicts.cell_interval(con, rows, checker, cell_verdicts.borrowed_for(pooled, key))
+    first = rows.iloc[0]
+    return {
+        "measured": float(rows["value"].mean()), "interval_": interval, "seeds": len(rows),
+        "checkpoint_step": cell_verdicts.steps_text(rows["step"].tolist()), "n": first["n"],
+        "num_problems": first["num_problems"], "run_id": first["run_id"], "seed_runs": ", ".join(rows["run_id"]),
+    }  # fmt: skip
+
+
+def _base(row: pd.Series) -> dict[str, Any]:
+    """A base row's measurement: the base-model evaluation, its problem interval decisive."""
+    if pd.isna(row["base_value"]):
+        return {"seeds": 0}
+    interval = cell_verdicts.base_interval(float(row["base_value"]), row["base_ci_low"], row["base_ci_high"])
+    return {
+        "measured": float(row["base_value"]), "interval_": interval, "seeds": 0, "checkpoint_step": "base model",
+        "n": row["base_n"], "num_problems": row["base_num_problems"], "run_id": row["base_run_id"],
+    }  # fmt: skip
 
 
 def paper_comparison(con: Con, table: str, checker: str, policy: str = "latest") -> pd.DataFrame:
-    """Each cell of a paper table beside the measured value (percent) of the newest run of that cell.
-
-    ``policy`` picks the checkpoint: ``latest`` (the last evaluated step) or ``best`` (the step with the highest
-    value); the base rows use the base-model evaluation (step null) of a run of that model.
+    """Each cell of a paper table beside its measured value (percent): the mean over the cell's seeds of each seed's
+    newest run, at the checkpoint ``policy`` picks (``latest``: the last evaluated step; ``best``: the step with the
+    highest value), with the seed-aware interval and verdict of ``cell_verdicts`` (``interval`` says what the interval
+    holds). Base rows use the base-model evaluation (step null) of a run of that model.
     """
-    if policy not in ("latest", "best"):
-        raise ValueError(f"policy={policy!r}: latest or best")
-    return con.execute(_PAPER_SQL, {"table": table, "checker": checker, "policy": policy}).fetchdf()
+    seeds = cell_verdicts.seed_scores(con, checker, policy)  # checks the policy
+    pooled = cell_verdicts.pooled_variances(seeds)
+    ref = con.execute(_PAPER_SQL, {"table": table, "checker": checker}).fetchdf()
+    out = []
+    for _, row in ref.iterrows():
+        key = (row["method"], row["base_model"], row["dataset"], row["benchmark_key"], row["metric"])
+        found = _base(row) if row["method"] == "base" else _trained(con, seeds, key, pooled, checker)
+        interval = found.pop("interval_", None)
+        paper = None if pd.isna(row["paper"]) else float(row["paper"])
+        measured = _pct(found.pop("measured", None))
+        # in the rounded percent shown, so a verdict never contradicts the printed numbers
+        shown = cell_verdicts.in_percent(interval)
+        out.append({
+            **row.to_dict(), **found, "measured": measured,
+            "difference": None if measured is None or paper is None else round(measured - paper, 2),
+            "ci_low": shown.low if shown else None, "ci_high": shown.high if shown else None,
+            "interval": shown.source if shown else None,
+            "verdict": cell_verdicts.verdict_of(paper, measured, shown),
+        })  # fmt: skip
+    frame = pd.DataFrame(out, columns=COLUMNS)
+    frame["seeds"] = frame["seeds"].astype("Int64")
+    return frame
 
 
 NO_PAPER_VALUE = "no paper value"

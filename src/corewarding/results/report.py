@@ -21,9 +21,10 @@ import duckdb
 import pandas as pd
 
 from corewarding.config import config_dir
-from corewarding.matrix import Cell, load_matrix, matrix_of
+from corewarding.matrix import Cell, load_matrix, matrix_of, parse_cell_id
 from corewarding.results import ledger, plots
 from corewarding.results.attempts import failed_cells, failure_note
+from corewarding.results.cell_verdicts import MEANINGS, OUTSIDE, UNDECIDED
 from corewarding.results.claims import ClaimResult, evaluate_claims, load_claims
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import (
@@ -44,7 +45,6 @@ from corewarding.tiny import PLUMBING_CHECK
 
 log = logging.getLogger(__name__)
 
-OUTSIDE, WITHIN, NO_CI, NOT_MEASURED = "outside CI", "within CI", "no CI", "not measured"
 FAILED = "FAILED (current config)"  # the cell's newest attempt failed: a stored value is not its result
 MAX_LINES = 12  # runs drawn per collapse chart
 DEFAULT_MATRIX = "paper_v3"
@@ -78,37 +78,23 @@ class ReportData:
     claims: list[ClaimResult] = field(default_factory=list)  # configs/claims.yaml on the store (claims.py)
 
 
-def _verdict(frame: pd.DataFrame) -> pd.Series:
-    """Whether each paper value lies inside the measured interval (both in percent)."""
-    measured = frame["measured"].notna()
-    has_ci = measured & frame["ci_low"].notna() & frame["ci_high"].notna()
-    outside = has_ci & ((frame["paper"] < frame["ci_low"]) | (frame["paper"] > frame["ci_high"]))
-    verdict = pd.Series(NOT_MEASURED, index=frame.index)
-    verdict[measured] = NO_CI
-    verdict[has_ci] = WITHIN
-    verdict[outside] = OUTSIDE
-    return verdict
-
-
 def comparison_for(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], checker: str, policy: str) -> pd.DataFrame:
     """Every paper cell of the matrix (trained cells and their base models) beside its measured value.
 
     A cell the paper prints in several tables (the ablation table repeats Table 1 and 2) appears once, from the first.
     """
-    names = con.execute("SELECT DISTINCT model, train_set, base_model, dataset FROM paper_results").fetchdf()
     frames = [paper_comparison(con, t, checker, policy).assign(table=t) for t in paper_tables(con)]
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame()
-    frame = pd.concat(frames, ignore_index=True).merge(names, on=["model", "train_set"], how="left")
+    frame = pd.concat(frames, ignore_index=True)
     trained = {(c.method, c.base_model, c.dataset) for c in cells}
     bases = {(c.base_model, c.dataset) for c in cells}
     keep = [
         (m, b, d) in trained or (m == "base" and (b, d) in bases)
         for m, b, d in zip(frame["method"], frame["base_model"], frame["dataset"], strict=True)
     ]
-    frame = frame[keep].drop_duplicates(["train_set", "model", "method", "benchmark"]).reset_index(drop=True)
-    return frame.assign(verdict=_verdict(frame))
+    return frame[keep].drop_duplicates(["train_set", "model", "method", "benchmark"]).reset_index(drop=True)
 
 
 def collect(
@@ -171,13 +157,23 @@ def collect(
 
 
 def _mark_failed(comparison: pd.DataFrame, failed: set[str]) -> pd.DataFrame:
-    """Rows of cells whose newest attempt failed: verdict FAILED, never compared (the value is an older run's)."""
+    """Rows of cells one of whose seeds' newest attempt failed: verdict FAILED, never compared (the value would hold
+    an older run's)."""
     if not len(comparison) or not failed:
         return comparison
+    groups = {_group_of(cell_id) for cell_id in failed}
     ids = [Cell(m, b, d).cell_id if m != "base" else "" for m, b, d in
            zip(comparison["method"], comparison["base_model"], comparison["dataset"], strict=True)]  # fmt: skip
-    comparison.loc[pd.Series(ids, index=comparison.index).isin(failed), "verdict"] = FAILED
+    comparison.loc[pd.Series(ids, index=comparison.index).isin(groups), "verdict"] = FAILED
     return comparison
+
+
+def _group_of(cell_id: str) -> str:
+    """The seed-0 id a seed's cell id is grouped under (an id that is no cell's stands for itself)."""
+    try:
+        return parse_cell_id(cell_id).first_seed.cell_id
+    except ValueError:
+        return cell_id
 
 
 def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
@@ -251,6 +247,14 @@ def _ci(row: pd.Series) -> str:
     return f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
 
 
+def _seeds(row: pd.Series) -> str:
+    """How many seeds the value averages and what its interval holds, e.g. ``3 · seeds+problems``."""
+    if pd.isna(row["measured"]):
+        return "–"
+    seeds = "base" if row["seeds"] == 0 else str(row["seeds"])
+    return f"{escape(seeds)}<br><small>{escape(str(row['interval'] or 'no interval'))}</small>"
+
+
 def _cell_rows(frame: pd.DataFrame, with_benchmark: bool) -> list[tuple[list[str], str]]:
     rows = []
     for _, r in frame.iterrows():
@@ -258,13 +262,13 @@ def _cell_rows(frame: pd.DataFrame, with_benchmark: bool) -> list[tuple[list[str
         cells += [escape(str(r[c])) for c in ("table", "train_set", "model", "method", "metric")]
         paper = _num(r["paper"]) + (" ⚠" if r["suspect"] is True else "")
         cells += [paper, _num(r["measured"]), _ci(r), _num(r["difference"]), _num(r["checkpoint_step"])]
-        cells += [escape(str(r["verdict"])), _num(r["run_id"])]
+        cells += [_seeds(r), escape(str(r["verdict"])), _num(r["run_id"])]
         rows.append((cells, "out" if r["verdict"] == OUTSIDE else ""))
     return rows
 
 
 CELL_HEADERS = ["table", "train set", "model", "method", "metric", "paper", "measured", "95% CI", "Δ", "step"]
-CELL_HEADERS += ["verdict", "run"]
+CELL_HEADERS += ["seeds · interval", "verdict", "run"]
 
 
 def _flagged_section(comparison: pd.DataFrame) -> str:
@@ -282,8 +286,9 @@ def _flagged_section(comparison: pd.DataFrame) -> str:
     flagged = flagged.reindex(flagged["difference"].abs().sort_values(ascending=False).index)
     return (
         f'<h2 id="flagged">Cells outside their interval ({len(flagged)})</h2>'
-        "<p>The paper's value lies outside the measured bootstrap interval; largest differences first.</p>"
-        + _table(["benchmark", *CELL_HEADERS], _cell_rows(flagged, with_benchmark=True))
+        "<p>The paper's value lies outside the cell's interval, one that holds seed variance (measured over the "
+        "cell's seeds, or borrowed from cells of the same method and scale) or a base model's; largest differences "
+        "first.</p>" + _table(["benchmark", *CELL_HEADERS], _cell_rows(flagged, with_benchmark=True))
     )
 
 
@@ -299,10 +304,11 @@ def _benchmark_sections(comparison: pd.DataFrame) -> str:
         ]
         uri = plots.data_uri(plots.scatter(points, str(bench)))
         chart = f'<img alt="{escape(str(bench))}: measured vs paper" src="{uri}">'
-        out = int((frame["verdict"] == OUTSIDE).sum())
+        out, undecided = int((frame["verdict"] == OUTSIDE).sum()), int((frame["verdict"] == UNDECIDED).sum())
         parts.append(
             f'<section class="benchmark"><h3>{escape(str(bench))}</h3>'
-            f"<p>{len(measured)} of {len(frame)} cells measured, {out} outside their interval.</p>"
+            f"<p>{len(measured)} of {len(frame)} cells measured, {out} outside their interval, {undecided} "
+            "undecided at one seed.</p>"
             + (chart if points else "")
             + _table(CELL_HEADERS, _cell_rows(frame, with_benchmark=False))
             + "</section>"
@@ -395,6 +401,7 @@ def _header(data: ReportData) -> str:
     comparison = data.comparison
     measured = int(comparison["measured"].notna().sum()) if len(comparison) else 0
     outside = int((comparison["verdict"] == OUTSIDE).sum()) if len(comparison) else 0
+    undecided = int((comparison["verdict"] == UNDECIDED).sum()) if len(comparison) else 0
     synthetic = int((data.runs["backend"] == "synthetic").sum())
     facts = {
         "measured": f"{measured} of {len(comparison)} paper cells of the matrix",
@@ -403,7 +410,8 @@ def _header(data: ReportData) -> str:
         "generated": data.generated.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "checker / checkpoint": f"{data.checker} / {data.policy}",
         "runs of the matrix in the store": f"{len(data.runs)} ({data.runs['cell_id'].nunique()} cells)",
-        "paper cells": f"{len(comparison)}, {measured} measured, {outside} outside their interval",
+        "paper cells": f"{len(comparison)}, {measured} measured, {outside} outside their interval, {undecided} "
+        "undecided at one seed",
         "cells without a paper value": str(len(data.unpaired)),
         "collapse events": f"{len(data.events)} in {data.events['run_id'].nunique()} run(s)",
     }
@@ -416,8 +424,11 @@ def _header(data: ReportData) -> str:
     tiny = len(data.runs) and bool((data.runs["base_model"] == "tiny").all())
     plumbing = f'<p class="warn">{escape(PLUMBING_CHECK)}</p>' if tiny else ""
     note = plumbing + (
-        "<p>Values are percent (pass@1; AMC avg@8). A cell is flagged when the paper's value lies outside the "
-        "measured 95% bootstrap interval. ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
+        "<p>Values are percent (pass@1; AMC avg@8); a trained cell's value is the mean over its seeds. Its 95% "
+        "interval is bootstrapped over seeds, then problems; a cell with one seed widens its problem interval by the "
+        "seed variance of cells of the same method and scale, where one has two or more seeds. Verdicts: "
+        + "; ".join(f"<em>{escape(v)}</em>: {escape(m)}" for v, m in MEANINGS.items())
+        + ". ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
     )
     return f"<h1>Reproduction report: matrix {escape(data.matrix)}</h1><dl>{facts_html}</dl>{warn}{note}"
 

@@ -54,7 +54,10 @@ def two_level_replicates(
 
 
 def two_level_bootstrap(
-    scores_by_seed: Sequence[Sequence[float]], samples: int = 2000, confidence: float = 0.95, rng_seed: int = 0
+    scores_by_seed: Sequence[Sequence[float]] | Sequence[np.ndarray],
+    samples: int = 2000,
+    confidence: float = 0.95,
+    rng_seed: int = 0,
 ) -> Interval:
     """The mean over seeds of each seed's mean score, with the percentile interval of ``two_level_replicates``."""
     replicates = two_level_replicates(scores_by_seed, samples, rng_seed)
