@@ -18,7 +18,9 @@ SUBHEADER = "Paper · released · reproduced"
 SHOWN = [
     "flag", "cell_id", "benchmark", "metric", "paper", "released", "released_ci_low", "released_ci_high",
     "reproduced", "reproduced_ci_low", "reproduced_ci_high", "reproduced_step", "paper_vs_released",
-    "released_vs_reproduced", "released_settings_key", "reproduced_settings_key", "released_revision", "run_id",
+    "released_vs_reproduced", "reproduced_seeds", "released_interval", "released_wide_low", "released_wide_high",
+    "reproduced_interval", "released_settings_key",
+    "reproduced_settings_key", "released_revision", "run_id",
 ]  # fmt: skip
 
 
@@ -32,7 +34,8 @@ def caption() -> str:
     meanings = "; ".join(f"**{v}**: {m}" for v, m in VERDICTS.items())
     return (
         "Percent. Released: a Hub checkpoint the paper released, audited here (one row per settings it was scored "
-        "under, never averaged); reproduced: the newest run of the cell at its latest evaluated step. Intervals: "
+        "under, never averaged); reproduced: the mean over the cell's seeds of each seed's newest run at its latest "
+        "evaluated step (`reproduced_seeds`). Intervals: "
         f"{INTERVAL}. ⚠ names the settings a comparison crosses. {meanings}."
     )
 

@@ -4,7 +4,10 @@ Cell GT (gt_grpo x Qwen3-4B-Base x MATH): the paper prints MATH500 80.00 and GSM
 checkpoint is scored on MATH500 under seed 0 (81.23 [78, 84]) and seed 1 (76.50 [74, 79]) and on GSM8K (91 [89, 93]);
 two runs: the newer one evaluated at steps 10 and 20 (MATH500 71.23 [68, 74.5] at step 20, seed 0; GSM8K 85 without an
 interval or settings), the older one at step 30 (never the one shown). Cell C3 (co_rewarding_3 x Qwen3-4B-Base x
-MATH): released only (MATH500 60 [55, 65]), no paper value, no run.
+MATH): released only (MATH500 60 [55, 65]), no paper value, no run. Cell GT_3B (gt_grpo x Qwen2.5-3B x MATH, the same
+~4B scale): two seeds on MATH500, 70.0 and 70.2 (a between-seed sd of 0.14 points), whose variance GT's one-seed
+sides borrow: 1.96 sd = 0.28 points, added in quadrature to each side of their problem intervals (the reproduced
+[68, 74.5] becomes [67.99, 74.51]). ``build(db, seeded_neighbour=False)`` leaves it out: nothing to borrow from.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from corewarding.results import schema
 from corewarding.settings_diff import settings_json, settings_key
 
 GT, C3 = "gt_grpo__qwen3-4b-base__math", "co_rewarding_3__qwen3-4b-base__math"
+GT_3B = "gt_grpo__qwen2.5-3b__math"
 NEW_RUN, OLD_RUN = f"{GT}@2026-02-01", f"{GT}@2026-01-01"
 PROMPT = "Please reason step by step, and put <b>your final answer</b> within \\boxed{}. " + "x" * 80
 SEED0: dict[str, Any] = {
@@ -63,7 +67,7 @@ def _released(cell: str, method: str) -> list[Any]:
     return [f"released/{cell}", cell, method, "qwen3-4b-base", "math", f"TMLR-Group-HF/{method}", "0a1b2c3", "done"]
 
 
-def build(db: Path) -> Path:
+def build(db: Path, seeded_neighbour: bool = True) -> Path:
     """Write the store described above at ``db`` (schema migrated to the current version)."""
     con = duckdb.connect(str(db))
     try:
@@ -98,6 +102,16 @@ def build(db: Path) -> Path:
             _metric(NEW_RUN, 20, "GSM8K", 0.85, None, None),
             _metric(OLD_RUN, 30, "MATH500", 0.99, (0.98, 1.0), REPRODUCED),
         ]
+        if seeded_neighbour:
+            for k, value in enumerate((0.700, 0.702)):
+                run = f"{GT_3B}__seed{k}@2026-01-15" if k else f"{GT_3B}@2026-01-15"
+                con.execute(
+                    "INSERT INTO runs (run_id, cell_id, method, base_model, dataset, backend, status, started_at, "
+                    "last_step, total_steps) VALUES (?, ?, 'gt_grpo', 'qwen2.5-3b', 'math', 'local', 'finished', "
+                    "'2026-01-15', 30, 30)",
+                    [run, f"{GT_3B}__seed{k}" if k else GT_3B],
+                )
+                rows.append(_metric(run, 30, "MATH500", value, (value - 0.03, value + 0.03), REPRODUCED))
         con.executemany(f"INSERT INTO eval_metrics ({COLUMNS}, settings_key) VALUES ({', '.join('?' * 13)})", rows)
     finally:
         con.close()

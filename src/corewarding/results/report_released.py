@@ -26,7 +26,8 @@ HEADERS += ["released vs reproduced", "settings"]
 
 
 def _score(row: pd.Series, side: str) -> str:
-    """A value with its interval, and under it the settings key (and step) naming its column of settings."""
+    """A value with its interval, and under it the settings key (and step) naming its column of settings, and what
+    the interval holds (with the reproduction's seeds)."""
     if pd.isna(row[side]):
         return "–"
     low, high = row[f"{side}_ci_low"], row[f"{side}_ci_high"]
@@ -34,6 +35,13 @@ def _score(row: pd.Series, side: str) -> str:
     key = row[f"{side}_settings_key"]
     notes = [f"step {num(row['reproduced_step'])}"] if side == "reproduced" else []
     notes.append(f"settings {num(key) if isinstance(key, str) else 'not recorded'}")
+    holds = row[f"{side}_interval"]
+    if side == "reproduced":
+        notes.append(f"{num(row['reproduced_seeds'])} seed(s), {num(holds) if isinstance(holds, str) else 'no CI'}")
+    elif holds == "problems+borrowed seed variance":
+        notes.append(f"with borrowed seed variance [{num(row['released_wide_low'])}, {num(row['released_wide_high'])}]")
+    elif isinstance(holds, str):
+        notes.append(f"{num(holds)}: no seed variance to borrow")
     return f"{num(row[side])}{interval}<br><small>{' · '.join(notes)}</small>"
 
 
@@ -86,7 +94,9 @@ def released_section(frame: pd.DataFrame, failed: pd.DataFrame | None = None) ->
     return (
         f"{head}<p>Each score of a Hub checkpoint the paper released, beside the paper's value and the newest "
         "reproduction of its cell (its latest evaluated step), in percent. Intervals are the evaluation's "
-        f"{escape(INTERVAL)}. A released checkpoint scored under several settings (two evaluation seeds) has a row "
+        f"{escape(INTERVAL)}. Under each value: what its interval holds; the verdicts widen the released interval by "
+        "the same borrowed seed variance. A released checkpoint scored under several settings (two evaluation seeds: "
+        "one training run re-sampled) has a row "
         f"per setting, never averaged; ⚠ names the settings a comparison crosses. {meanings}.</p>"
         + table(HEADERS, _rows(frame))
         + "<h3>Settings per column</h3><p>The settings each score above was produced with, by its settings key "

@@ -88,12 +88,14 @@ def one_seed_interval(
     estimate: float, problem_low: float, problem_high: float, borrowed_variance: float | None, confidence: float = 0.95
 ) -> Interval:
     """A one-seed cell's interval: the problem interval widened by a seed variance borrowed from other cells of the
-    same method and scale (their half-widths added in quadrature), or the problem interval alone, labelled so."""
+    same method and scale (each side's distance from the estimate and z borrowed sds added in quadrature, so an
+    uneven problem interval only widens), or the problem interval alone, labelled so."""
     if borrowed_variance is None:
         return Interval(estimate, problem_low, problem_high, 1, "problems only")
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    half = math.hypot((problem_high - problem_low) / 2, z * math.sqrt(borrowed_variance))
-    return Interval(estimate, estimate - half, estimate + half, 1, "problems+borrowed seed variance")
+    seed_half = NormalDist().inv_cdf(1 - (1 - confidence) / 2) * math.sqrt(borrowed_variance)
+    low = estimate - math.hypot(estimate - problem_low, seed_half)
+    high = estimate + math.hypot(problem_high - estimate, seed_half)
+    return Interval(estimate, low, high, 1, "problems+borrowed seed variance")
 
 
 def verdict(paper: float, interval: Interval) -> str:
