@@ -78,7 +78,7 @@ def test_every_benchmark_has_a_table_and_a_chart(report: str) -> None:
 def test_co_rewarding_3_cells_are_listed_without_a_paper_value_never_as_failures(report: str) -> None:
     section = report.split('<h2 id="no-paper-value">Cells without a paper value (6)</h2>', 1)[1].split("<h2", 1)[0]
     rows = re.findall(
-        r"<tr class=\"\"><td>(co_rewarding_3__[^<]+)</td><td>finished</td>.*?<td>no paper value</td>", section
+        r"<tr class=\"\"><td>(co_rewarding_3__[^<]+)</td><td>0</td><td>finished</td>.*?<td>no paper value</td>", section
     )
     assert len(rows) == 6 and "co_rewarding_3__qwen3-8b-base__dapo14k" in rows
     # their measured score at the newest evaluated step is shown, with its interval (not compared)
@@ -187,8 +187,8 @@ def test_after_the_demo_the_report_covers_the_demo_matrix_and_says_nothing_was_c
     assert "Cells without a paper value (8)" in html and len(html) < 60_000  # one short list, not 539 rows
     # what the demo measured is shown (not compared), and the report says what the demo is
     section = html[html.index('id="no-paper-value"') :]
-    rows = re.findall(r"<tr class=\"\"><td>([a-z_0-9]+__tiny__tiny(?:__seed1)?)</td>(.*?)</tr>", section)
-    assert len(rows) == 8 and "gt_grpo__tiny__tiny__seed1" in dict(rows)
-    for _, cells in rows:  # (the synthetic demo runs are not evaluated: their measured column is empty)
+    rows = re.findall(r"<tr class=\"\"><td>([a-z_0-9]+__tiny__tiny)</td><td>(\d)</td>(.*?)</tr>", section)
+    assert len(rows) == 8 and [seed for cell, seed, _ in rows if cell == "gt_grpo__tiny__tiny"] == ["0", "1"]
+    for _, _, cells in rows:  # (the synthetic demo runs are not evaluated: their measured column is empty)
         assert re.search(r"<td>\d\.\d{3} \(step 0\)( -&gt; \d\.\d{3} \(step [48]\))?</td>", cells), cells
     assert "A plumbing check, not a result: the tiny cells train a random-weight model" in html

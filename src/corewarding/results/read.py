@@ -111,17 +111,18 @@ NO_PAPER_VALUE = "no paper value"
 def runs_without_paper_value(con: Con, cell_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """The newest run of each cell the paper's tables print no value for (Co-rewarding-III, a method or model added
     here), restricted to ``cell_ids`` unless None: shown as ``no paper value``, never compared or flagged. With
-    each its evaluated steps and the newest evaluation's step."""
+    each its cell group and seed (a cell's seeds one after another) and its evaluated steps."""
     return con.execute(
-        """SELECT r.cell_id, r.method, r.base_model, r.dataset, r.status, r.last_step, r.total_steps,
+        """SELECT r.cell_id, s.cell_group, s.seed_index, r.method, r.base_model, r.dataset, r.status, r.last_step,
+            r.total_steps,
             (SELECT count(DISTINCT e.step) FROM eval_metrics e WHERE e.run_id = r.run_id AND e.step IS NOT NULL)
                 AS evaluated_steps,
             ? AS paper, r.run_id
-        FROM runs r
+        FROM runs r JOIN run_seeds s USING (run_id)
         WHERE (? OR list_contains(?, r.cell_id)) AND NOT EXISTS (SELECT 1 FROM paper_results p
             WHERE p.method = r.method AND p.base_model = r.base_model AND p.dataset = r.dataset)
         QUALIFY row_number() OVER (PARTITION BY r.cell_id ORDER BY r.started_at DESC NULLS LAST, r.run_id) = 1
-        ORDER BY r.cell_id""",
+        ORDER BY s.cell_group, s.seed_index""",
         [NO_PAPER_VALUE, cell_ids is None, list(cell_ids or [])],
     ).fetchdf()
 

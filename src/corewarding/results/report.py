@@ -178,11 +178,13 @@ def _group_of(cell_id: str) -> str:
 
 def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
     """The matrix's cells the paper's tables print no value for (Co-rewarding-III's), with their newest run if any:
-    listed as ``no paper value``, never compared or counted as outside an interval."""
+    listed as ``no paper value``, never compared or counted as outside an interval; a cell's seeds one after another."""
     printed = {
         tuple(r) for r in con.execute("SELECT DISTINCT method, base_model, dataset FROM paper_results").fetchall()
     }
-    ids = [c.cell_id for c in cells if (c.method, c.base_model, c.dataset) not in printed]
+    unprinted = [c for c in cells if (c.method, c.base_model, c.dataset) not in printed]
+    first = {c.first_seed: i for i, c in reversed(list(enumerate(unprinted)))}
+    ids = [c.cell_id for c in sorted(unprinted, key=lambda c: (first[c.first_seed], c.seed))]  # seeds together
     runs = runs_without_paper_value(con, ids).set_index("cell_id")
     run_ids = [str(runs.loc[c]["run_id"]) for c in ids if c in runs.index]
     measured, val = measured_headlines(con, run_ids), val_accuracy_span(con, run_ids)
@@ -190,8 +192,9 @@ def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Ce
     for cell_id in ids:
         run = runs.loc[cell_id] if cell_id in runs.index else None
         run_id = None if run is None else str(run["run_id"])
+        cell = parse_cell_id(cell_id)
         rows.append({
-            "cell_id": cell_id,
+            "cell_id": cell_id, "cell": cell.first_seed.cell_id, "seed": cell.seed,
             "status": "not run" if run is None else run["status"],
             "last_step": None if run is None or pd.isna(run["last_step"]) else int(run["last_step"]),
             "evaluated_steps": 0 if run is None else int(run["evaluated_steps"]),
@@ -200,8 +203,9 @@ def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Ce
             "paper": NO_PAPER_VALUE,
             "run_id": run_id,
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=["cell_id", "status", "last_step", "evaluated_steps", "val_accuracy",
-                                       "measured", "paper", "run_id"])  # fmt: skip
+    columns = ["cell_id", "cell", "seed", "status", "last_step", "evaluated_steps", "val_accuracy", "measured",
+               "paper", "run_id"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
 def measured_headlines(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> dict[str, str]:
@@ -316,7 +320,7 @@ def _benchmark_sections(comparison: pd.DataFrame) -> str:
     return "<h2>By benchmark</h2>" + ("".join(parts) or "<p>No paper cell belongs to this matrix.</p>")
 
 
-UNPAIRED_HEADERS = ["cell", "status", "last step", "evaluated steps", "val acc (first -> last step)"]
+UNPAIRED_HEADERS = ["cell", "seed", "status", "last step", "evaluated steps", "val acc (first -> last step)"]
 UNPAIRED_HEADERS += ["measured (newest step, 95% CI)", "paper", "run"]
 
 
@@ -325,7 +329,7 @@ def _unpaired_section(unpaired: pd.DataFrame) -> str:
     if not len(unpaired):
         return ""
     rows = [
-        ([escape(str(r.cell_id)), escape(str(r.status)), _num(r.last_step), _num(r.evaluated_steps),
+        ([escape(str(r.cell)), _num(r.seed), escape(str(r.status)), _num(r.last_step), _num(r.evaluated_steps),
           escape(str(r.val_accuracy)), escape(str(r.measured)), escape(str(r.paper)), _num(r.run_id)], "")
         for r in unpaired.itertuples()
     ]  # fmt: skip
