@@ -1,4 +1,5 @@
-"""Matrix: every cell as a grid (rows model x dataset, columns method), coloured by status or a chosen metric."""
+"""Matrix: every cell as a grid (rows model x dataset, columns method), coloured by status or a chosen metric; a cell's
+seeds share its tile (seed 0's run), which counts them."""
 
 from __future__ import annotations
 
@@ -60,9 +61,18 @@ def matrix_cells(name: str) -> pd.DataFrame:
     return pd.DataFrame([{**c.to_dict(), "cell_id": c.cell_id, "hub_repo_id": hub_repo_id(c)} for c in cells])
 
 
+def cell_groups(runs: pd.DataFrame) -> pd.Series:
+    """Each run's cell group: its seed 0's cell id (a cell's seeds share one tile)."""
+    return pd.Series(
+        [Cell(m, b, d).cell_id for m, b, d in runs[["method", "base_model", "dataset"]].values], index=runs.index
+    )
+
+
 def store_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    frame = runs[["method", "base_model", "dataset", "hub_repo_id"]].drop_duplicates().copy()
-    frame["cell_id"] = [Cell(m, b, d).cell_id for m, b, d in frame[["method", "base_model", "dataset"]].values]
+    """The store's cells, one per cell group (seed 0's Hub repo)."""
+    frame = runs[runs["cell_id"] == cell_groups(runs)][["method", "base_model", "dataset", "hub_repo_id"]]
+    frame = frame.drop_duplicates().copy()
+    frame["cell_id"] = cell_groups(frame)
     return frame.sort_values(["dataset", "base_model", "method"])
 
 
@@ -156,6 +166,7 @@ def chart(grid: pd.DataFrame, metric: str | None) -> alt.LayerChart:
         )
     tooltip: list[Any] = [
         alt.Tooltip("cell_id:N", title="cell"),
+        alt.Tooltip("seeds:Q", title="seeds stored"),
         "status:N",
         alt.Tooltip("progress:N", title="steps"),
         alt.Tooltip("hub:N", title="Hub"),
@@ -202,6 +213,7 @@ cells = store_cells(runs) if source == STORE else matrix_cells(source.removesuff
 stored = runs[["cell_id", "run_id", "status", "last_step", "total_steps", "published_step", "published_commit"]]
 grid = hub_columns(cells.merge(stored, on="cell_id", how="left"))
 grid["status"] = grid["status"].fillna("not run")
+grid["seeds"] = grid["cell_id"].map(cell_groups(runs).value_counts()).fillna(0).astype(int) if len(runs) else 0
 grid["run_url"] = ("run?cell=" + grid["cell_id"]).where(grid["run_id"].notna())
 grid["row"] = grid["base_model"] + " · " + grid["dataset"]
 grid["progress"] = [
@@ -224,7 +236,9 @@ if grid.empty:
     st.info("No runs in the store yet.")
 else:
     st.altair_chart(chart(grid, metric), width="content")
-columns = ["cell_id", "status", "progress", "run_id", "hub", "hub_url"] + (["value", "value_step"] if metric else [])
+columns = ["cell_id", "seeds", "status", "progress", "run_id", "hub", "hub_url"] + (
+    ["value", "value_step"] if metric else []
+)
 table(
     grid[columns],
     "matrix",

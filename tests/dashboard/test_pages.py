@@ -193,3 +193,17 @@ def test_paper_page_after_the_demo_says_no_stored_run_is_a_paper_cell(
     assert "No run in the store is a cell of" in message and "corewarding results synthetic" in message
     assert "ingest runs with eval/metrics.parquet" not in message  # the old advice, wrong after the demo
     assert app.subheader[0].value == "Runs without a paper value (8)"  # seven methods, ground truth with two seeds
+
+
+def test_a_cells_seeds_share_its_matrix_tile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's seven cells, ground truth with two seeds: the store's grid has seven tiles, not eight, and the
+    ground-truth tile counts its two seeds."""
+    runs, data = synthetic.write_result_set(tmp_path, load_matrix("demo").cells, synthetic.SyntheticSpec(steps=8))
+    ingest(tmp_path / "results.duckdb", [runs], data_dirs=[data])
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(tmp_path / "results.duckdb"))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/matrix.py")
+    assert app.radio[0].value == "runs in the store"  # no paper cell is stored: the store's own cells
+    [frame] = [d.value for d in app.dataframe if "seeds" in d.value.columns]
+    assert len(frame) == 7 and frame["cell_id"].is_unique
+    seeds = dict(zip(frame["cell_id"], frame["seeds"], strict=True))
+    assert seeds["gt_grpo__tiny__tiny"] == 2 and seeds["entropy__tiny__tiny"] == 1
