@@ -84,9 +84,9 @@ def pooled_variances(seeds: pd.DataFrame) -> Pooled:
     """Per (method, scale, benchmark_key, metric): the between-seed variance of the cells with two or more seeds,
     pooled (``seed_variance.pooled_seed_variance``); keys without such a cell are absent."""
     cells: dict[tuple[str, str, str, str], list[list[float]]] = {}  # the seed values of each cell, per key
-    for (method, base_model, key, metric, _), group in seeds.groupby(
-        ["method", "base_model", "benchmark_key", "metric", "cell_group"], sort=True
-    ):
+    keys = ["method", "base_model", "benchmark_key", "metric", "cell_group"]
+    seeded = seeds[seeds.groupby(keys)["value"].transform("size") >= 2]  # one-seed cells add nothing
+    for (method, base_model, key, metric, _), group in seeded.groupby(keys, sort=True):
         cells.setdefault((str(method), scale_of(str(base_model)), str(key), str(metric)), []).append(
             group["value"].astype(float).tolist()
         )
@@ -188,17 +188,15 @@ def in_percent(interval: Interval | None) -> Interval | None:
     return Interval(estimate, low, high, interval.seeds, interval.source)
 
 
-def seeds_of(seeds: pd.DataFrame, key: PolicyKey) -> pd.DataFrame:
-    """The ``seed_scores`` rows of one cell (method, base_model, dataset) on one benchmark key and metric."""
-    method, base_model, dataset, benchmark_key, metric = key
-    keep = (
-        (seeds["method"] == method)
-        & (seeds["base_model"] == base_model)
-        & (seeds["dataset"] == dataset)
-        & (seeds["benchmark_key"] == benchmark_key)
-        & (seeds["metric"] == metric)
-    )
-    return seeds[keep]
+KEY = ["method", "base_model", "dataset", "benchmark_key", "metric"]  # the columns of a PolicyKey
+
+
+def seeds_by_key(seeds: pd.DataFrame, wanted: pd.DataFrame) -> dict[PolicyKey, pd.DataFrame]:
+    """The ``seed_scores`` rows of each cell (method, base_model, dataset) on a benchmark key and metric, for the
+    keys in ``wanted`` (a frame with the ``KEY`` columns)."""
+    rows = seeds.merge(wanted[KEY].drop_duplicates(), on=KEY)
+    groups = rows.groupby(KEY, sort=False)
+    return {(str(m), str(b), str(d), str(k), str(t)): group for (m, b, d, k, t), group in groups}
 
 
 def borrowed_for(pooled: Pooled, key: PolicyKey) -> float | None:

@@ -49,11 +49,10 @@ def _pct(value: float | None) -> float | None:
 
 
 def _trained(
-    con: Con, seeds: pd.DataFrame, key: cell_verdicts.PolicyKey, pooled: cell_verdicts.Pooled, checker: str
+    con: Con, rows: pd.DataFrame | None, key: cell_verdicts.PolicyKey, pooled: cell_verdicts.Pooled, checker: str
 ) -> dict[str, Any]:
-    """The measurement of one trained cell over its seeds, with its interval and what it holds."""
-    rows = cell_verdicts.seeds_of(seeds, key)
-    if not len(rows):
+    """The measurement of one trained cell over its seeds (``rows``: one per seed), with its interval."""
+    if rows is None or not len(rows):
         return {"seeds": 0}
     interval = cell_verdicts.cell_interval(con, rows, checker, cell_verdicts.borrowed_for(pooled, key))
     first = rows.iloc[0]
@@ -84,10 +83,11 @@ def paper_comparison(con: Con, table: str, checker: str, policy: str = "latest")
     seeds = cell_verdicts.seed_scores(con, checker, policy)  # checks the policy
     pooled = cell_verdicts.pooled_variances(seeds)
     ref = con.execute(_PAPER_SQL, {"table": table, "checker": checker}).fetchdf()
+    by_key = cell_verdicts.seeds_by_key(seeds, ref)
     out = []
     for _, row in ref.iterrows():
         key = (row["method"], row["base_model"], row["dataset"], row["benchmark_key"], row["metric"])
-        found = _base(row) if row["method"] == "base" else _trained(con, seeds, key, pooled, checker)
+        found = _base(row) if row["method"] == "base" else _trained(con, by_key.get(key), key, pooled, checker)
         interval = found.pop("interval_", None)
         paper = None if pd.isna(row["paper"]) else float(row["paper"])
         measured = _pct(found.pop("measured", None))

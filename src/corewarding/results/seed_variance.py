@@ -43,14 +43,18 @@ def two_level_replicates(
     ``scores_by_seed``: one sequence of per-problem scores (0/1, or a fraction) per seed, at least two seeds.
     """
     seeds = [np.asarray(s, dtype=float) for s in scores_by_seed]
-    if len(seeds) < 2 or any(s.size == 0 for s in seeds):
+    k = len(seeds)
+    if k < 2 or any(s.size == 0 for s in seeds):
         raise ValueError("two_level_bootstrap: needs two or more seeds, each with at least one problem")
     rng = np.random.default_rng(rng_seed)
-    replicates = np.empty(samples)
-    for b in range(samples):
-        drawn = rng.integers(0, len(seeds), len(seeds))
-        replicates[b] = np.mean([seeds[i][rng.integers(0, seeds[i].size, seeds[i].size)].mean() for i in drawn])
-    return replicates
+    # resampled[i, j, b]: seed i's problems resampled, for draw j of replicate b: independent for every (j, b), so a
+    # seed drawn twice in one replicate gets two independent problem resamples, as drawing them in turn would
+    resampled = np.empty((k, k, samples))
+    for i, scores in enumerate(seeds):
+        for j in range(k):
+            resampled[i, j] = scores[rng.integers(0, scores.size, (samples, scores.size))].mean(axis=1)
+    drawn = rng.integers(0, k, (samples, k))  # the seeds each replicate draws, with replacement
+    return resampled[drawn, np.arange(k), np.arange(samples)[:, None]].mean(axis=1)
 
 
 def two_level_bootstrap(
