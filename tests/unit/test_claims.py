@@ -90,6 +90,27 @@ def test_undecided_at_one_seed_decided_at_three(tmp_path: Path) -> None:
     assert decided.seeds_needed is not None and decided.seeds_needed >= 2
 
 
+def test_a_one_seed_row_borrows_the_seed_variance_of_its_method_at_its_scale_only(tmp_path: Path) -> None:
+    """Qwen3-8B-Base has three seeds of each method; a second row with one seed each borrows them when it is the same
+    ~8B scale (Qwen2.5-7B) and stays undecided when it is not (Qwen3-1.7B-Base, ~2B)."""
+    results = {}
+    for other in ("qwen2.5-7b", "qwen3-1.7b-base"):
+        db = tmp_path / f"{other}.duckdb"
+        with writer(db) as con:
+            for i, (method, rates) in enumerate(
+                {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]}.items()
+            ):
+                for k, rate in enumerate(rates):
+                    _run(con, Cell(method, *ROWS[0], k), rate, seed=100 * i + k)
+                _run(con, Cell(method, other, "math"), rates[0], seed=100 * i + 50)
+        claim = Claim("c", "II beats MV", "Table 1", "compare", (*ROWS, (other, "math")), "math500",
+                      ("co_rewarding_2",), ("majority_voting",))  # fmt: skip
+        results[other] = _evaluate(db, claim)
+    same, other_scale = results["qwen2.5-7b"], results["qwen3-1.7b-base"]
+    assert same.variance == "problems+borrowed seed variance" and same.verdict == HOLDS and same.seeds == 1
+    assert other_scale.variance == "problems only" and other_scale.verdict == UNDECIDED
+
+
 def test_missing_cells_are_named_and_a_stable_claim_reads_the_collapse_rules(tmp_path: Path) -> None:
     db = _store(tmp_path, {"co_rewarding_2": [0.7]})
     missing = _evaluate(db, _claim())

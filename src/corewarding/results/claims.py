@@ -5,8 +5,8 @@ A ``compare`` claim's effect is, averaged over its rows (base model x data set),
 methods minus the mean of its ``worse`` ones on one benchmark (each cell's score: its newest run's newest evaluated
 step, per problem the mean over samples of the checker's verdict, then over problems and seeds). The interval
 resamples every cell as ``seed_variance`` says: seeds then problems with two or more seeds; with one seed, problems
-plus a seed variance borrowed from the claim's cells of the same method (labelled), or problems only, in which case
-the claim stays undecided. A ``stable`` claim reads the store's collapse rules up to a step.
+plus a seed variance borrowed from the claim's cells of the same method and scale (labelled), or problems only, in
+which case the claim stays undecided. A ``stable`` claim reads the store's collapse rules up to a step.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from corewarding.matrix import Cell, parse_cell_id
+from corewarding.results.cell_verdicts import scale_of
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import collapse_inputs
 from corewarding.results.seed_variance import pooled_seed_variance, seeds_to_decide, two_level_replicates
@@ -200,15 +201,16 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples
     if missing:
         return ClaimResult(claim, UNDECIDED, runs=runs, missing=missing, note="cells without a scored run")
     seed_means = {cell: [float(s.mean()) for s in seeds] for cell, seeds in by_cell.items()}
-    pooled = {
-        m: pooled_seed_variance([seed_means[Cell(m, b, d).cell_id] for b, d in claim.rows])
-        for m in {*claim.better, *claim.worse}
-    }
+    by_scale: dict[tuple[str, str], list[list[float]]] = {}  # (method, scale) -> its cells' seed means
+    for cell in claim.cells():
+        by_scale.setdefault((cell.method, scale_of(cell.base_model)), []).append(seed_means[cell.cell_id])
+    pooled = {key: pooled_seed_variance(cells) for key, cells in by_scale.items()}
     rng = np.random.default_rng(rng_seed)
     replicates: dict[str, np.ndarray] = {}
     sources: set[str] = set()
     for cell in claim.cells():
-        replicates[cell.cell_id], source = _cell_replicates(by_cell[cell.cell_id], pooled[cell.method], samples, rng)
+        borrowed = pooled[(cell.method, scale_of(cell.base_model))]
+        replicates[cell.cell_id], source = _cell_replicates(by_cell[cell.cell_id], borrowed, samples, rng)
         sources.add(source)
 
     def effect_of(value: dict[str, Any]) -> Any:
@@ -226,7 +228,9 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples
         verdict, note = UNDECIDED, "one seed and no seed variance to borrow: run more seeds"
     else:
         verdict = HOLDS if low > 0 else FAILS if high < 0 else UNDECIDED
-        note = "" if variance == "seeds+problems" else "one-seed cells borrow their method's pooled seed variance"
+        note = (
+            "" if variance == "seeds+problems" else "one-seed cells borrow the seed variance of their method and scale"
+        )
     known = [v for v in pooled.values() if v is not None]
     needed = None
     if known:  # the effect's variance with n seeds per cell is c sigma^2 / n, c = (1/|better| + 1/|worse|) / rows
