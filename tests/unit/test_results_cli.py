@@ -57,6 +57,9 @@ def test_synthetic_writes_run_folders_and_their_own_store(
     assert not (tmp_path / "results").exists()  # the real store is not touched
     assert main(["results", "info", "--db", out["db"]]) == 0
     assert json.loads(capsys.readouterr().out)["rows"]["runs"] == len(folders)
+    # --matrix repeats: the union of the matrices' cells, each once
+    assert main([*args[:3], "again", *args[4:], "--matrix", "demo"]) == 0
+    assert sorted(p.name for p in (tmp_path / "again" / "runs").iterdir()) == folders
 
 
 def test_synthetic_runs_are_refused_by_the_real_store_and_can_be_forgotten(

@@ -78,7 +78,8 @@ def _synthetic(args: argparse.Namespace) -> int:
     from corewarding.results.synthetic import SyntheticSpec, write_result_set  # pandas: imported when used
 
     spec = SyntheticSpec(steps=args.steps, samples_per_benchmark=args.samples)
-    runs, data = write_result_set(Path(args.out), load_matrix(args.matrix).cells, spec)
+    cells = list(dict.fromkeys(c for name in args.matrix or ["paper"] for c in load_matrix(name).cells))
+    runs, data = write_result_set(Path(args.out), cells, spec)
     db = ingest_preview(Path(args.out))
     print(json.dumps({"runs": str(runs), "data": str(data), "db": str(db)}))
     report = Path(args.out) / "report.html"
@@ -190,7 +191,12 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         required=True,
         help="writes OUT/runs/<cell_id>/, OUT/data/<dataset>/ and their store OUT/results.duckdb",
     )
-    synthetic.add_argument("--matrix", default="paper")
+    synthetic.add_argument(
+        "--matrix",
+        action="append",
+        help="the cells of this matrix (default: paper); repeat to add another's, e.g. --matrix paper --matrix "
+        "paper_v3_seeds for the headline cells' seeds 1 and 2",
+    )
     synthetic.add_argument("--steps", type=int, default=120)
     synthetic.add_argument("--samples", type=int, default=400, help="evaluation samples per run and benchmark")
     synthetic.set_defaults(func=_synthetic)
