@@ -59,5 +59,5 @@ def test_the_run_page_of_the_cell_says_its_newest_attempt_failed(store: Path) ->
 def test_the_report_lists_the_cell_as_failed_not_as_its_old_run(store: Path) -> None:
     html = build_report(store, "demo")
     assert "Cells whose newest attempt failed (1)" in html
-    assert f"<td>{CELL}</td><td>{FAILED}</td>" in html  # the cells-without-a-paper-value table: not "finished"
+    assert f"<td>{CELL}</td><td>0</td><td>{FAILED}</td>" in html  # cells without a paper value: seed 0, not "finished"
     assert "from an earlier config (old12steps)" in html and "*boom* [x](http://e.x)" in html

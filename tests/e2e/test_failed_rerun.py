@@ -76,4 +76,4 @@ def test_a_rerun_failing_under_a_new_config_shows_and_records_the_failure_not_th
         (CELL, new_hash, "an earlier config")
     ]
     html = build_report(db, "demo")
-    assert f"<td>{CELL}</td><td>{FAILED}</td>" in html and f"from an earlier config ({old_hash})" in html
+    assert f"<td>{CELL}</td><td>0</td><td>{FAILED}</td>" in html and f"from an earlier config ({old_hash})" in html
