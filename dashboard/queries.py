@@ -77,12 +77,12 @@ def runs(con: Con) -> pd.DataFrame:
 
 
 def latest_runs(con: Con) -> pd.DataFrame:
-    """The most recently started run of each cell."""
+    """The most recently started run of each cell (each seed of a cell is a cell), with its cell group."""
     return _df(
         con,
-        """SELECT run_id, cell_id, method, base_model, dataset, status, last_step, total_steps,
-        hub_repo_id, published_step, published_commit, started_at FROM runs
-        QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY started_at DESC NULLS LAST, run_id) = 1""",
+        """SELECT run_id, runs.cell_id, cell_group, method, base_model, dataset, status, last_step, total_steps,
+        hub_repo_id, published_step, published_commit, started_at FROM runs JOIN run_seeds USING (run_id)
+        QUALIFY row_number() OVER (PARTITION BY runs.cell_id ORDER BY started_at DESC NULLS LAST, run_id) = 1""",
     )
 
 

@@ -61,18 +61,11 @@ def matrix_cells(name: str) -> pd.DataFrame:
     return pd.DataFrame([{**c.to_dict(), "cell_id": c.cell_id, "hub_repo_id": hub_repo_id(c)} for c in cells])
 
 
-def cell_groups(runs: pd.DataFrame) -> pd.Series:
-    """Each run's cell group: its seed 0's cell id (a cell's seeds share one tile)."""
-    return pd.Series(
-        [Cell(m, b, d).cell_id for m, b, d in runs[["method", "base_model", "dataset"]].values], index=runs.index
-    )
-
-
 def store_cells(runs: pd.DataFrame) -> pd.DataFrame:
     """The store's cells, one per cell group (seed 0's Hub repo)."""
-    frame = runs[runs["cell_id"] == cell_groups(runs)][["method", "base_model", "dataset", "hub_repo_id"]]
+    frame = runs[runs["cell_id"] == runs["cell_group"]][["method", "base_model", "dataset", "hub_repo_id"]]
     frame = frame.drop_duplicates().copy()
-    frame["cell_id"] = cell_groups(frame)
+    frame["cell_id"] = [Cell(m, b, d).cell_id for m, b, d in frame[["method", "base_model", "dataset"]].values]
     return frame.sort_values(["dataset", "base_model", "method"])
 
 
@@ -213,7 +206,7 @@ cells = store_cells(runs) if source == STORE else matrix_cells(source.removesuff
 stored = runs[["cell_id", "run_id", "status", "last_step", "total_steps", "published_step", "published_commit"]]
 grid = hub_columns(cells.merge(stored, on="cell_id", how="left"))
 grid["status"] = grid["status"].fillna("not run")
-grid["seeds"] = grid["cell_id"].map(cell_groups(runs).value_counts()).fillna(0).astype(int) if len(runs) else 0
+grid["seeds"] = grid["cell_id"].map(runs["cell_group"].value_counts()).fillna(0).astype(int)
 grid["run_url"] = ("run?cell=" + grid["cell_id"]).where(grid["run_id"].notna())
 grid["row"] = grid["base_model"] + " · " + grid["dataset"]
 grid["progress"] = [
