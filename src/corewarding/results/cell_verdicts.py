@@ -155,13 +155,8 @@ def base_interval(value: float, low: float | None, high: float | None) -> Interv
 
 
 # The verdicts in the report's and the dashboard's words
-WITHIN, OUTSIDE, UNDECIDED, NO_CI, NOT_MEASURED = (
-    "within CI",
-    "outside CI",
-    "undecided (one seed)",
-    "no CI",
-    ("not measured"),
-)
+WITHIN, OUTSIDE, UNDECIDED = "within CI", "outside CI", "undecided (one seed)"
+NO_CI, NOT_MEASURED = "no CI", "not measured"
 VERDICT_WORDS = {MATCHES: WITHIN, DIFFERS: OUTSIDE}
 MEANINGS = {
     WITHIN: "the paper's value lies inside the cell's interval",

@@ -22,15 +22,22 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from corewarding.matrix import Cell, parse_cell_id
-from corewarding.results.cell_verdicts import scale_of
+from corewarding.matrix import Cell
+from corewarding.results.cell_verdicts import SAMPLED_CHECKERS, scale_of
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.read import collapse_inputs
-from corewarding.results.seed_variance import pooled_seed_variance, seeds_to_decide, two_level_replicates
+from corewarding.results.seed_variance import (
+    BORROWED,
+    PROBLEMS_ONLY,
+    SEEDS_AND_PROBLEMS,
+    pooled_seed_variance,
+    seeds_to_decide,
+    two_level_replicates,
+)
 
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "undecided"
 KINDS = ("compare", "stable")
-CHECKERS = ("math_verify", "strict")
+CHECKERS = tuple(SAMPLED_CHECKERS)  # the checkers whose per-sample verdicts the store keeps
 RULES = CollapseRules()  # the store's default collapse rules (the dashboard's and the report's)
 
 
@@ -141,38 +148,31 @@ def load_claims(path: Path) -> list[Claim]:
 # ---- reading the store -------------------------------------------------------------------------------------------
 # The newest run of each of the cells and their seeds (the store's ``run_seeds`` groups a cell's seeds)
 LATEST = """WITH latest AS (
-    SELECT r.run_id, r.cell_id, r.last_step, row_number() OVER (PARTITION BY r.cell_id ORDER BY r.started_at DESC
-        NULLS LAST, r.run_id DESC) AS k
+    SELECT r.run_id, r.cell_id, run_seeds.cell_group AS cell, r.last_step,
+        row_number() OVER (PARTITION BY r.cell_id ORDER BY r.started_at DESC NULLS LAST, r.run_id DESC) AS k
     FROM runs r JOIN run_seeds USING (run_id) WHERE list_contains(?, run_seeds.cell_group))"""
 
 
 def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchmark: str, checker: str) -> pd.DataFrame:
     """Per cell (seed 0's id) and seed: the newest run's per-problem scores at its newest step evaluated on
     ``benchmark`` (the mean over samples of the checker's verdict): cell, cell_id, run_id, problem_id, score."""
-    column = "correct_math_verify" if checker == "math_verify" else "correct_strict"
-    frame = con.execute(
+    column = SAMPLED_CHECKERS[checker]
+    return con.execute(
         LATEST
         + f""", newest AS (
             SELECT s.run_id, max(s.step) AS step FROM eval_samples s JOIN latest l USING (run_id)
             WHERE l.k = 1 AND s.benchmark = ? GROUP BY s.run_id)
-        SELECT l.cell_id, s.run_id, s.problem_id, avg(s.{column}::DOUBLE) AS score
+        SELECT l.cell, l.cell_id, s.run_id, s.problem_id, avg(s.{column}::DOUBLE) AS score
         FROM eval_samples s JOIN newest n ON s.run_id = n.run_id AND s.step = n.step
             JOIN latest l ON l.run_id = s.run_id
         WHERE s.benchmark = ? GROUP BY ALL ORDER BY l.cell_id, s.problem_id""",
         [[c.cell_id for c in cells], benchmark, benchmark],
     ).fetchdf()
-    frame["cell"] = frame["cell_id"].map(_first_seed)
-    return frame
-
-
-def _first_seed(cell_id: str) -> str:
-    """The id a seed cell is grouped under: its seed 0's (``matrix.parse_cell_id``)."""
-    return parse_cell_id(cell_id).first_seed.cell_id
 
 
 def _latest_runs(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
     return con.execute(
-        LATEST + " SELECT run_id, cell_id, last_step FROM latest WHERE k = 1", [[c.cell_id for c in cells]]
+        LATEST + " SELECT run_id, cell_id, cell, last_step FROM latest WHERE k = 1", [[c.cell_id for c in cells]]
     ).fetchdf()
 
 
@@ -182,13 +182,13 @@ def _cell_replicates(
 ) -> tuple[np.ndarray, str]:
     """A cell's bootstrap replicates of its score, and what their spread holds."""
     if len(seeds) >= 2:
-        return two_level_replicates(seeds, samples, int(rng.integers(1 << 31))), "seeds+problems"
+        return two_level_replicates(seeds, samples, int(rng.integers(1 << 31))), SEEDS_AND_PROBLEMS
     scores = seeds[0]
     draws = rng.integers(0, scores.size, (samples, scores.size))
     replicates = scores[draws].mean(axis=1)
     if borrowed is None:
-        return replicates, "problems only"
-    return replicates + rng.normal(0.0, math.sqrt(borrowed), samples), "problems+borrowed seed variance"
+        return replicates, PROBLEMS_ONLY
+    return replicates + rng.normal(0.0, math.sqrt(borrowed), samples), BORROWED
 
 
 def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples: int, rng_seed: int) -> ClaimResult:
@@ -223,13 +223,15 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples
 
     effect = float(effect_of({c: float(np.mean(v)) for c, v in seed_means.items()}))
     low, high = (float(x) for x in np.quantile(effect_of(replicates), [0.025, 0.975]))
-    variance = next(s for s in ("problems only", "problems+borrowed seed variance", "seeds+problems") if s in sources)
-    if variance == "problems only":
+    variance = next(s for s in (PROBLEMS_ONLY, BORROWED, SEEDS_AND_PROBLEMS) if s in sources)  # the weakest
+    if variance == PROBLEMS_ONLY:
         verdict, note = UNDECIDED, "one seed and no seed variance to borrow: run more seeds"
     else:
         verdict = HOLDS if low > 0 else FAILS if high < 0 else UNDECIDED
         note = (
-            "" if variance == "seeds+problems" else "one-seed cells borrow the seed variance of their method and scale"
+            ""
+            if variance == SEEDS_AND_PROBLEMS
+            else "one-seed cells borrow the seed variance of their method and scale"
         )
     known = [v for v in pooled.values() if v is not None]
     needed = None
@@ -242,7 +244,6 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples
 
 def _stable(con: duckdb.DuckDBPyConnection, claim: Claim, rules: CollapseRules) -> ClaimResult:
     runs = _latest_runs(con, claim.cells())
-    runs["cell"] = runs["cell_id"].map(_first_seed)
     missing = [c.cell_id for c in claim.cells() if c.cell_id not in set(runs["cell"])]
     ids = runs["run_id"].tolist()
     events = collapse_events(collapse_inputs(con, ids), rules) if ids else pd.DataFrame(columns=["run_id", "step"])

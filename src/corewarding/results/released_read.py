@@ -13,7 +13,7 @@ import duckdb
 import pandas as pd
 
 from corewarding.results import cell_verdicts
-from corewarding.results.seed_variance import Interval, one_seed_interval
+from corewarding.results.seed_variance import PROBLEMS_ONLY, Interval, one_seed_interval
 from corewarding.settings_diff import differing_settings, settings_dict
 
 Con = duckdb.DuckDBPyConnection
@@ -33,8 +33,7 @@ WITHIN_RELEASED, OUTSIDE_RELEASED, NO_CI, NO_PAPER_VALUE = (
 )
 # released_vs_reproduced
 OVERLAP, DISJOINT, NOT_REPRODUCED = "CIs overlap", "CIs disjoint", "not reproduced"
-UNDECIDED_RELEASED = "undecided (one seed)"  # either verdict, when only problem variance is known
-PROBLEMS_ONLY = "problems only"
+UNDECIDED_RELEASED = cell_verdicts.UNDECIDED  # either verdict, when only problem variance is known
 VERDICTS = {
     WITHIN_RELEASED: "the paper's value lies inside the released checkpoint's interval",
     OUTSIDE_RELEASED: "the paper's value lies outside the released checkpoint's interval, widened by the seed "

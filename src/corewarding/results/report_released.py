@@ -18,6 +18,7 @@ from corewarding.results.released_read import (
     settings_listing,
 )
 from corewarding.results.report_html import num, table
+from corewarding.results.seed_variance import BORROWED
 
 TITLE = "Released checkpoints: paper · released · reproduced"
 AUDIT_HINT = "corewarding audit --matrix paper_v3"
@@ -38,7 +39,7 @@ def _score(row: pd.Series, side: str) -> str:
     holds = row[f"{side}_interval"]
     if side == "reproduced":
         notes.append(f"{num(row['reproduced_seeds'])} seed(s), {num(holds) if isinstance(holds, str) else 'no CI'}")
-    elif holds == "problems+borrowed seed variance":
+    elif holds == BORROWED:
         notes.append(f"with borrowed seed variance [{num(row['released_wide_low'])}, {num(row['released_wide_high'])}]")
     elif isinstance(holds, str):
         notes.append(f"{num(holds)}: no seed variance to borrow")

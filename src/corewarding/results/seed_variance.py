@@ -17,6 +17,8 @@ from statistics import NormalDist
 import numpy as np
 
 MATCHES, DIFFERS, UNDECIDED = "matches", "differs", "undecided"
+# What an interval's spread holds (``Interval.source``)
+SEEDS_AND_PROBLEMS, BORROWED, PROBLEMS_ONLY = "seeds+problems", "problems+borrowed seed variance", "problems only"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def two_level_bootstrap(
     tail = (1 - confidence) / 2
     estimate = float(np.mean([np.mean(s) for s in scores_by_seed]))
     low, high = np.quantile(replicates, [tail, 1 - tail])
-    return Interval(estimate, float(low), float(high), len(scores_by_seed), "seeds+problems")
+    return Interval(estimate, float(low), float(high), len(scores_by_seed), SEEDS_AND_PROBLEMS)
 
 
 def seed_variance(seed_means: Sequence[float]) -> float:
@@ -95,11 +97,11 @@ def one_seed_interval(
     same method and scale (each side's distance from the estimate and z borrowed sds added in quadrature, so an
     uneven problem interval only widens), or the problem interval alone, labelled so."""
     if borrowed_variance is None:
-        return Interval(estimate, problem_low, problem_high, 1, "problems only")
+        return Interval(estimate, problem_low, problem_high, 1, PROBLEMS_ONLY)
     seed_half = NormalDist().inv_cdf(1 - (1 - confidence) / 2) * math.sqrt(borrowed_variance)
     low = estimate - math.hypot(estimate - problem_low, seed_half)
     high = estimate + math.hypot(problem_high - estimate, seed_half)
-    return Interval(estimate, low, high, 1, "problems+borrowed seed variance")
+    return Interval(estimate, low, high, 1, BORROWED)
 
 
 def verdict(paper: float, interval: Interval) -> str:
@@ -107,7 +109,7 @@ def verdict(paper: float, interval: Interval) -> str:
     holds seed variance (measured or borrowed), ``undecided`` when only problem variance is known."""
     if interval.holds(paper):
         return MATCHES
-    return UNDECIDED if interval.source == "problems only" else DIFFERS
+    return UNDECIDED if interval.source == PROBLEMS_ONLY else DIFFERS
 
 
 def seeds_to_decide(difference: float, per_seed_sd: float, confidence: float = 0.95) -> int | None:
