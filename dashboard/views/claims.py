@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from corewarding.results.claims import CHECKERS
 from dashboard.common import query, require_store, table
 
 COLUMNS = ["verdict", "text", "table", "effect", "low", "high", "variance", "seeds", "runs", "seeds_needed", "missing",
@@ -13,7 +14,7 @@ COLUMNS = ["verdict", "text", "table", "effect", "low", "high", "variance", "see
 
 require_store()
 st.title("Paper claims")
-checker = st.radio("Checker", ["math_verify", "strict"], horizontal=True, key="checker", bind="query-params")
+checker = st.radio("Checker", list(CHECKERS), horizontal=True, key="checker", bind="query-params")
 results: pd.DataFrame = query("paper_claims", checker)
 counts = results["verdict"].value_counts()
 st.caption(
