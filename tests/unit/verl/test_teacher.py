@@ -12,6 +12,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
+from corewarding.checkpoint_manifest import CheckpointError
 from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.training.local.teacher import ema_update
 from corewarding.training.verl.teacher import (
@@ -85,8 +86,12 @@ def test_teacher_checkpoint_round_trip_and_mismatch(tmp_path: Path) -> None:
     load_teacher_shards(restored, path)
     for a, b in zip(restored.parameters(), teacher.parameters(), strict=True):
         assert torch.equal(a, b)
-    with pytest.raises(FileNotFoundError, match=r"rank_0\.pt"):
+    with pytest.raises(CheckpointError, match=r"rank_0\.pt: no teacher checkpoint"):
         load_teacher_shards(restored, teacher_file(tmp_path / "global_step_4" / "actor", rank=0))
+    truncated = teacher_file(tmp_path / "global_step_4" / "actor", rank=2)
+    truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 3])  # a save cut off by a crash or full disk
+    with pytest.raises(CheckpointError, match=r"rank_2\.pt: unreadable teacher shard"):
+        load_teacher_shards(restored, truncated)
     with pytest.raises(ValueError, match="has shape"):
         load_teacher_shards(torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 2)), path)
 

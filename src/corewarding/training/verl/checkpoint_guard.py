@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import logging
 import os
+import pickle
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -111,10 +112,15 @@ def check_pickles(files: Iterable[Path]) -> int:
                 torch.load(path, map_location="cpu", weights_only=True, mmap=True)
             except Exception as error:
                 unsafe = _unsafe_globals(path)
+                if not unsafe and not isinstance(error, pickle.UnpicklingError):  # truncated, not a zip, unreadable
+                    raise CheckpointError(
+                        f"{path}: unreadable ({type(error).__name__}: {error}); remove this step folder (a resume "
+                        "falls back to the newest complete one before it) or train into a new --run-dir"
+                    ) from error
                 raise UnsafeCheckpointError(
                     f"{path}: refused: loading it needs {', '.join(unsafe) or 'code'} outside the allowed checkpoint "
                     f"classes, and verl's unrestricted load would run it ({type(error).__name__}); remove this step "
-                    "folder (a resume falls back to the one before) or train into a new --run-dir"
+                    "folder (a resume falls back to the newest complete one before it) or train into a new --run-dir"
                 ) from error
             checked += 1
     log.info("checked %d checkpoint file(s): tensors and allowed classes only", checked)

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from torch.distributed.tensor import DTensor
 
+from corewarding.checkpoint_manifest import CheckpointError
+
 TEACHER_DIR = "teacher"
 
 
@@ -85,10 +87,14 @@ def save_teacher_shards(teacher: torch.nn.Module, path: Path) -> None:
 
 @torch.no_grad()
 def load_teacher_shards(teacher: torch.nn.Module, path: Path) -> None:
-    """Copy saved shards into this rank's teacher; a missing file, name or shape is an error naming it."""
+    """Copy saved shards into this rank's teacher; a missing or unreadable file, a missing name or a wrong shape is
+    an error naming the file."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no teacher checkpoint (was this run saved by another world size?)")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+        raise CheckpointError(f"{path}: no teacher checkpoint (was this run saved by another world size?)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated zip gives OSError(22) without the file's name
+        raise CheckpointError(f"{path}: unreadable teacher shard ({type(exc).__name__}: {exc})") from exc
     for name, param in teacher.named_parameters():
         if name not in state:
             raise KeyError(f"{path}: no shard for {name}")

@@ -38,8 +38,9 @@ from corewarding.training.verl.batch import union_columns
 from corewarding.training.verl.checkpoint_guard import check_pickles, resume_folder
 from corewarding.training.verl.hook import ROW_KEY, manager_input, reward_rows, rm_scores_for, view_entropy
 from corewarding.training.verl.metrics import export_metrics
+from corewarding.training.verl.resume import write_step_manifest
 from corewarding.training.verl.rewards import CorewardingRewardManager
-from corewarding.training.verl.rotation import rotate
+from corewarding.training.verl.rotation import latest_step, rotate
 from corewarding.training.verl.verl_config import VERL_STATISTICS, probed_statistics
 from corewarding.training.verl.worker import STATISTICS_KEY
 
@@ -76,11 +77,14 @@ class CorewardingTrainer(RayPPOTrainer):
         return super()._load_checkpoint()
 
     def _save_checkpoint(self) -> None:
-        """verl's save, then the rotation verl leaves undone (teacher shards, data.pt, optimiser state of older saves,
-        saves from before a resume), on every worker's node and the driver's, once the save is complete."""
+        """verl's save, then the step's manifest (written last: the save is complete, ``resume.py``), then the
+        rotation verl leaves undone (teacher shards, data.pt, optimiser state of older saves, saves from before a
+        resume), on every worker's node and the driver's."""
         super()._save_checkpoint()
-        keep = self.config.trainer.get("max_actor_ckpt_to_keep")
         folder = str(self.config.trainer.default_local_dir)
+        if latest_step(Path(folder)) == self.global_steps:  # verl recorded it (not an async save still writing)
+            write_step_manifest(Path(folder) / f"global_step_{self.global_steps}")
+        keep = self.config.trainer.get("max_actor_ckpt_to_keep")
         self.actor_rollout_wg.corewarding_rotate_checkpoints(folder, keep)
         rotate(Path(folder), keep)
 

@@ -182,7 +182,10 @@ class CorewardingWorker(ActorRolloutRefWorker):
     ) -> None:
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         check_optimizer_state(Path(local_path), rank, world, list(self.config.actor.checkpoint.load_contents))
-        check_pickles(rank_shards(Path(local_path), rank, world))
+        shards = rank_shards(Path(local_path), rank, world)
+        if self._has_teacher():  # the teacher's shard is a pickle too (loaded with weights_only, checked the same)
+            shards.append(teacher_file(local_path, self.rank))
+        check_pickles(path for path in shards if path.is_file())
         super().load_checkpoint(local_path, hdfs_path, del_local_after_load)
         actor: Any = self.actor  # verl types its engine as BaseEngine, which declares no module
         if actor is None:
