@@ -22,7 +22,7 @@ from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
 from corewarding.run_folder import EVAL_STAMP, checkpoints_dir, eval_dir
 from corewarding.training import backend
-from corewarding.training.common import training_config_hash
+from corewarding.training.common import accepted_config_hashes, training_config_hash
 from corewarding.training.run_record import data_files, read_record
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ def _config_hash(plan: CellPlan) -> str:
 def is_trained(plan: CellPlan) -> bool:
     """The run finished under the cell's current training configuration and on the same data files."""
     record = read_record(plan.run_dir)
-    if not (record and record.get("status") == "finished" and record.get("config_hash") == _config_hash(plan)):
+    accepted = accepted_config_hashes(plan.cfg)  # the previous version's hash too, for one version
+    if not (record and record.get("status") == "finished" and record.get("config_hash") in accepted):
         return False
     if record.get("data_files") != data_files(plan.cfg):
         log.info("%s: its data files changed since it was trained", plan.cell_id)
@@ -69,7 +70,7 @@ def supersede_run(plan: CellPlan) -> Path | None:
     went, or None for no run or an interrupted one of this configuration."""
     record = read_record(plan.run_dir) or {}
     old = record.get("config_hash")
-    if not old or not (old != _config_hash(plan) or record.get("status") == "finished"):
+    if not old or not (old not in accepted_config_hashes(plan.cfg) or record.get("status") == "finished"):
         return None
     parent = plan.run_dir.parent / SUPERSEDED
     target = parent / f"{plan.cell_id}-{old}"

@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from corewarding import CHECKOUT
 from corewarding.files import file_sha256
 from corewarding.run_folder import RUN_RECORD
+from corewarding.training.common import legacy_training_config_hash
 from corewarding.training.gpu_hours import Devices, devices_of, ledger, phase_seconds
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,11 @@ def read_record(run_dir: Path) -> dict[str, Any] | None:
 
 
 def record_start(run_dir: Path, cfg: DictConfig, config_hash: str, cell_id: str) -> dict[str, Any]:
-    """Mark the run ``running``; a resume of the same configuration keeps the first start time."""
+    """Mark the run ``running``; a resume of the same configuration keeps the first start time (a record of the
+    previous version, whose hash held where ``paths.*`` point, counts as the same for one version)."""
     now = utc_now()
     previous = read_record(run_dir)
-    resumed = previous is not None and previous.get("config_hash") == config_hash
+    resumed = previous is not None and previous.get("config_hash") in (config_hash, legacy_training_config_hash(cfg))
     devices = devices_of(cfg)
     sessions = list(((previous or {}).get("compute") or {}).get("sessions") or []) if resumed else []
     compute = {**ledger(sessions, devices, {}), "session_started": time.time(), "session_started_at": now}

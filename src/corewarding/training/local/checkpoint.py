@@ -23,7 +23,7 @@ import logging
 import pickle
 import random
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -261,7 +261,7 @@ def _load(path: Path, load: Callable[[], T]) -> T:
 
 def resume(
     checkpoints_dir: Path,
-    config_hash: str,
+    config_hashes: Collection[str],
     policy: Any,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
@@ -272,15 +272,15 @@ def resume(
     """Load the newest complete, readable checkpoint whose optimiser values agree with ``expected`` (the config's)
     into the given objects and return its state; None when there is no checkpoint at all. A checkpoint that raises
     anything while loading is passed over with one line. Raises ConfigError for checkpoints of another configuration
-    and CheckpointError when there are checkpoints but none can be used (LegacyCheckpointError for one in the old
-    pickle format)."""
+    (a config hash not in ``config_hashes``, see ``common.accepted_config_hashes``) and CheckpointError when there
+    are checkpoints but none can be used (LegacyCheckpointError for one in the old pickle format)."""
     folders = step_folders(checkpoints_dir)
     if not folders:
         return None
     for folder in resume_candidates(checkpoints_dir, teacher is not None, trust_unverified):
         try:
             state = _load(folder / "trainer_state.json", partial(load_trainer_state, folder))
-            if state.config_hash != config_hash:
+            if state.config_hash not in config_hashes:
                 raise ConfigError(
                     f"{checkpoints_dir.parent} holds checkpoints of another configuration (its config.yaml); "
                     "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"

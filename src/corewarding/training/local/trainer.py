@@ -36,7 +36,7 @@ from corewarding.methods.voting import voter_from_config
 from corewarding.run_folder import METRICS, VERL_INPUTS, checkpoints_dir, config_file
 from corewarding.schemas import GrpoConfig, OptimizerConfig, ScheduleConfig, section_of
 from corewarding.training import run_record
-from corewarding.training.common import RunResult, cell_of, total_steps, training_config_hash
+from corewarding.training.common import RunResult, accepted_config_hashes, cell_of, total_steps, training_config_hash
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
 from corewarding.training.inputs import TrainingRows, load_training_rows
 from corewarding.training.local import checkpoint as ckpt
@@ -124,7 +124,7 @@ class LocalTrainer:
         self._write_inputs_report()
         checkpoints = checkpoints_dir(self.run_dir)
         state = ckpt.resume(
-            checkpoints, self.config_hash, self.policy, self.optimizer, self.scheduler, self.settings,
+            checkpoints, accepted_config_hashes(self.cfg), self.policy, self.optimizer, self.scheduler, self.settings,
             self.teacher, self.trust_unverified,
         )  # fmt: skip
         if state is None:
