@@ -25,7 +25,8 @@ from corewarding.run_folder import (
     config_file,
 )
 from corewarding.training import run_record
-from corewarding.training.common import cell_of, total_steps, training_config_hash
+from corewarding.training.common import accepted_config_hashes, cell_of, total_steps, training_config_hash
+from corewarding.training.verl import resume
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.verl_config import to_verl_config, trains_pairs, verl_yaml
 
@@ -84,7 +85,7 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
     config_hash = training_config_hash(cfg)
     hash_file = run_dir / VERL_CONFIG_HASH
     has_checkpoints = (checkpoints_dir(run_dir) / VERL_TRACKER).is_file()
-    if has_checkpoints and hash_file.is_file() and hash_file.read_text().strip() != config_hash:
+    if has_checkpoints and hash_file.is_file() and hash_file.read_text().strip() not in accepted_config_hashes(cfg):
         raise ConfigError(
             f"{run_dir} holds checkpoints of another configuration (its config.yaml); "
             "resume with the same overrides, or train into a new paths.runs_dir / --run-dir"
@@ -104,6 +105,15 @@ def prepare(cfg: DictConfig, verl_cfg: DictConfig, run_dir: Path) -> dict[str, o
     (run_dir / VERL_CONFIG).write_text(verl_yaml(verl_cfg))
     hash_file.write_text(config_hash + "\n")
     return report
+
+
+def resume_point(verl_cfg: DictConfig, run_dir: Path) -> resume.ResumePoint | None:
+    """Point verl at the newest complete, valid save (``resume.apply``), or stop in one line when the run folder
+    holds saves and none is usable."""
+    trainer = verl_cfg.trainer
+    world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+    teacher = bool(verl_cfg.actor_rollout_ref.get("corewarding_teacher", False))
+    return resume.apply(trainer, checkpoints_dir(run_dir), world_size, teacher)
 
 
 def with_absolute_model_path(cfg: DictConfig) -> DictConfig:
@@ -151,6 +161,7 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     if cfg.base_model.builder == "tiny" or cfg.dataset.name == "tiny":
         log.info("building the tiny model/data under %s", cfg.paths.artifacts_dir)
     prepare(cfg, run.verl_config, run.run_dir)
+    resume_point(run.verl_config, run.run_dir)
     run_record.record_start(run.run_dir, cfg, training_config_hash(cfg), cell_of(cfg).cell_id)
     trainer = run.verl_config.trainer
     where = run.verl_config.ray_kwargs.ray_init.get("address") or "ray.init()'s default address"
