@@ -9,6 +9,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omegaconf import DictConfig
@@ -208,3 +209,26 @@ def test_the_pipeline_keeps_a_run_recorded_under_the_previous_hash(tmp_path: Pat
     assert not is_trained(plan)
     moved_to = supersede_run(plan)  # another configuration's finished run: moved aside, as before
     assert moved_to is not None and moved_to.name == f"{CELL}-0123456789abcdef"
+
+
+def test_the_pipeline_keeps_a_finished_run_whose_data_moved_but_not_one_whose_data_changed(tmp_path: Path) -> None:
+    def plan_at(root: Path, text: str) -> Any:
+        plan = plan_cell("demo", CELL, [f"paths.runs_dir={tmp_path / 'runs'}", f"paths.artifacts_dir={root}"])
+        for role, body in (("train", text), ("val", text[::-1])):  # the files the cell reads, made here
+            path = Path(str(plan.cfg.dataset[f"{role}_files"]))
+            assert path.is_relative_to(root), path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+        return plan
+
+    before = plan_at(tmp_path / "mount-a", "2+3=5\n7*6=42\n")
+    before.run_dir.mkdir(parents=True)
+    record = {
+        "status": "finished",
+        "config_hash": training_config_hash(before.cfg),
+        "data_files": data_files(before.cfg),
+    }
+    (before.run_dir / RUN_RECORD).write_text(json.dumps(record))
+    assert set(record["data_files"]) == {"train", "val"} and is_trained(before)
+    assert is_trained(plan_at(tmp_path / "mount-b", "2+3=5\n7*6=42\n"))  # the same bytes elsewhere: not retrained
+    assert not is_trained(plan_at(tmp_path / "mount-c", "2+3=5\n7*6=43\n"))  # other bytes: trained again

@@ -52,13 +52,20 @@ def _config_hash(plan: CellPlan) -> str:
     return training_config_hash(plan.cfg)
 
 
+def _contents(files: Any) -> dict[str, Any]:
+    """Each data file's role and SHA-256: what it holds, not where it lies (a run moved with its data is the same)."""
+    if not isinstance(files, dict):
+        return {}
+    return {role: entry.get("sha256") if isinstance(entry, dict) else entry for role, entry in files.items()}
+
+
 def is_trained(plan: CellPlan) -> bool:
     """The run finished under the cell's current training configuration and on the same data files."""
     record = read_record(plan.run_dir)
     accepted = accepted_config_hashes(plan.cfg)  # the previous version's hash too, for one version
     if not (record and record.get("status") == "finished" and record.get("config_hash") in accepted):
         return False
-    if record.get("data_files") != data_files(plan.cfg):
+    if _contents(record.get("data_files")) != _contents(data_files(plan.cfg)):
         log.info("%s: its data files changed since it was trained", plan.cell_id)
         return False
     return True
