@@ -153,7 +153,7 @@ def planned(method: str, out: Path, longest: dict[str, int]) -> dict[str, float]
 
     cfg = compose_config(overrides(method, out))
     shape = plan.model_shape(cfg)
-    facts = plan.VerlFacts.of(to_verl_config(cfg, out / method))  # bf16 logits, no remove-padding, eager
+    facts = plan.VerlFacts.of(to_verl_config(cfg, out / method))  # bf16 logits, remove-padding, sdpa
     lp_tokens = max(longest.get("old_log_prob", 0), longest.get("ref_log_prob", 0))
     terms = plan.phase_terms(
         cfg, shape, facts, log_prob_tokens=lp_tokens or None, train_tokens=longest.get("update") or None

@@ -25,6 +25,17 @@ def test_the_cpu_translation_starts_one_worker_per_role() -> None:
     assert gpu.reward.num_workers == 8  # the GPU cells keep verl's default
 
 
+def test_the_cpu_translation_takes_the_gpu_cells_model_branch() -> None:
+    """Remove-padding (verl's packed branch), sdpa and gradient checkpointing on CPU as on a GPU cell (issue 41): the
+    CPU run exercises what the cells run (``test_packed_probe.py`` checks the packed outputs)."""
+    tiny = ["backend=verl", "experiment=tiny_cpu", "base_model=tiny-qwen3"]
+    cpu = to_verl_config(compose_config([*tiny, "verl.platform=cpu"]), "runs/x").actor_rollout_ref.model
+    gpu = to_verl_config(compose_config(tiny), "runs/x").actor_rollout_ref.model
+    for model in (cpu, gpu):
+        assert model.use_remove_padding is True and model.enable_gradient_checkpointing is True
+        assert model.override_config == {"attn_implementation": "sdpa"}
+
+
 def test_a_fix_runs_after_its_module_is_imported_and_only_then(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "late_module.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -1,5 +1,5 @@
-"""plan.phase_terms: the per-phase working sets that ``gpu_phases`` adds to what is resident, and the CPU run's
-padded path (no remove-padding) that ``perf/memory_plan_check.py`` measures; and the opt-in
+"""plan.phase_terms: the per-phase working sets that ``gpu_phases`` adds to what is resident, and verl's padded path
+(no remove-padding) that ``perf/memory_plan_check.py`` measured until the CPU run took the packed one; and the opt-in
 phase sampler (``phase_memory``)."""
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ class VerlFacts:
     bucket_mb: int = 2048  # rollout.checkpoint_engine.update_weights_bucket_megabytes
     rollout_dtype: str = "bfloat16"
     logits_dtype: str = "bfloat16"  # the lm_head's compute dtype: FSDP's mixed-precision param dtype
-    remove_padding: bool = True  # model.use_remove_padding (verl.platform=cpu turns it off)
+    remove_padding: bool = True  # model.use_remove_padding (on for every cell and the CPU run; off by override only)
 
     @classmethod
     def default(cls, cfg: DictConfig) -> VerlFacts:
@@ -250,10 +250,10 @@ def phase_terms(
 
     The tokens of a micro-batch default to ``max_prompt_length + max_response_length`` (responses at full length);
     ``perf/memory_plan_check.py`` passes a measured run's longest sequences instead. The logits' dtype is
-    ``facts.logits_dtype`` (bf16 on GPUs, fp32 in the CPU run). Without remove-padding (``verl.platform=cpu``) verl
-    takes its padded branch (``transformer_impl.py`` ~1476-1520): the entropy is computed unchunked whatever the
-    chunking setting (``verl_F.entropy_from_logits``, ~1489), and the real rows are copied out of the padded logits
-    with ``torch.cat`` (~1500) before the log-probs: one more copy of the logits beside them.
+    ``facts.logits_dtype`` (bf16 on GPUs, fp32 in the CPU run). Without remove-padding (an override: every cell and the
+    CPU run pack) verl takes its padded branch (``transformer_impl.py`` ~1476-1520): the entropy is computed unchunked
+    whatever the chunking setting (``verl_F.entropy_from_logits``, ~1489), and the real rows are copied out of the
+    padded logits with ``torch.cat`` (~1500) before the log-probs: one more copy of the logits beside them.
     """
     v, g = cfg.verl, cfg.grpo
     per_device = shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB

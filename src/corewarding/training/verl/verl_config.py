@@ -268,9 +268,8 @@ def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
         # imports verl and torch (~7 s of CPU and ~0.8 GB apiece); one scores the tiny batches as fast
         "reward.num_workers": 1,
         ENV_VARS: {**env_vars, **CPU_ENV},  # the plug-in's module, then the platform's environment
-        f"{arr}.model.use_remove_padding": False,
-        f"{arr}.model.enable_gradient_checkpointing": False,
-        f"{arr}.model.override_config": {"attn_implementation": "eager"},
+        # the model keys stay the GPU cells' (_actor_keys): remove-padding (verl's packed branch), gradient
+        # checkpointing and verl.attn_implementation (sdpa: transformers masks the packed row from its position ids)
         f"{arr}.actor.use_torch_compile": False,
         f"{arr}.actor.fsdp_config.use_torch_compile": False,
         f"{arr}.ref.fsdp_config.use_torch_compile": False,
