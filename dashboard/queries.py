@@ -15,6 +15,7 @@ import pandas as pd
 
 from corewarding.config import config_dir
 from corewarding.results import attempts, claims, collapse, read, released_read, report, store
+from corewarding.results.names import benchmark_key, key_sql, name_sql
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -100,18 +101,22 @@ def training_metric_by_run(con: Con, metric: str) -> pd.DataFrame:
     )
 
 
+# Benchmarks: shown by their canonical name (``names.name_sql``) and matched by their key (``names.key_sql``), so rows
+# stored under another spelling (before names were canonical) are listed and found with the rest.
 def eval_choices(con: Con) -> pd.DataFrame:
     """The (benchmark, checker, metric) combinations present."""
-    return _df(con, "SELECT DISTINCT benchmark, checker, metric FROM eval_metrics ORDER BY ALL")
+    return _df(
+        con, f"SELECT DISTINCT {name_sql('benchmark')} AS benchmark, checker, metric FROM eval_metrics ORDER BY ALL"
+    )
 
 
 def eval_metric_by_run(con: Con, benchmark: str, checker: str, metric: str) -> pd.DataFrame:
-    """Per run: the value at its latest evaluated checkpoint step."""
+    """Per run: the value at its latest evaluated checkpoint step (``benchmark`` in any spelling)."""
     return _df(
         con,
-        """SELECT run_id, max(step) AS step, arg_max(value, step) AS value FROM eval_metrics
-        WHERE benchmark = ? AND checker = ? AND metric = ? AND step IS NOT NULL GROUP BY run_id""",
-        [benchmark, checker, metric],
+        f"""SELECT run_id, max(step) AS step, arg_max(value, step) AS value FROM eval_metrics
+        WHERE {key_sql("benchmark")} = ? AND checker = ? AND metric = ? AND step IS NOT NULL GROUP BY run_id""",
+        [benchmark_key(benchmark), checker, metric],
     )
 
 
@@ -150,7 +155,8 @@ def sample_index(con: Con) -> pd.DataFrame:
     """Which runs have samples, at which steps, for which benchmarks."""
     return _df(
         con,
-        """SELECT run_id, step, benchmark, count(*) AS samples FROM eval_samples
+        f"""SELECT run_id, step, {name_sql("benchmark")} AS benchmark, sum(samples)::BIGINT AS samples
+        FROM (SELECT run_id, step, benchmark, count(*) AS samples FROM eval_samples GROUP BY ALL)
         GROUP BY ALL ORDER BY run_id, step NULLS FIRST, benchmark""",
     )
 
@@ -159,16 +165,16 @@ def sample_summary(con: Con, run_id: str, step: int | None) -> pd.DataFrame:
     """Per benchmark: samples, problems, accuracy under each checker, truncation rate, mean length."""
     return _df(
         con,
-        """SELECT benchmark, count(*) AS samples, count(DISTINCT problem_id) AS problems,
+        f"""SELECT {name_sql("benchmark")} AS benchmark, count(*) AS samples, count(DISTINCT problem_id) AS problems,
         round(avg(correct_strict::INT), 4) AS acc_strict, round(avg(correct_math_verify::INT), 4) AS acc_math_verify,
         round(avg(truncated::INT), 4) AS truncated, round(avg(length), 1) AS mean_length
-        FROM eval_samples WHERE run_id = ? AND step IS NOT DISTINCT FROM ? GROUP BY benchmark ORDER BY benchmark""",
+        FROM eval_samples WHERE run_id = ? AND step IS NOT DISTINCT FROM ? GROUP BY ALL ORDER BY benchmark""",
         [run_id, step],
     )
 
 
-_SAMPLE_FILTER = """FROM eval_samples WHERE run_id = $run_id AND step IS NOT DISTINCT FROM $step
-    AND (len($benchmarks) = 0 OR list_contains($benchmarks, benchmark))
+_SAMPLE_FILTER = f"""FROM eval_samples WHERE run_id = $run_id AND step IS NOT DISTINCT FROM $step
+    AND (len($benchmarks) = 0 OR list_contains($benchmarks, {key_sql("benchmark")}))
     AND ($strict IS NULL OR correct_strict IS NOT DISTINCT FROM $strict)
     AND ($math_verify IS NULL OR correct_math_verify IS NOT DISTINCT FROM $math_verify)
     AND ($disagree IS NULL OR (correct_strict IS DISTINCT FROM correct_math_verify) = $disagree)
@@ -186,7 +192,8 @@ class SampleFilter:
     truncated: bool | None = None
 
     def params(self, run_id: str, step: int | None) -> dict[str, object]:
-        return {"run_id": run_id, "step": step, **asdict(self), "benchmarks": list(self.benchmarks)}
+        keys = [benchmark_key(b) for b in self.benchmarks]  # any spelling of a benchmark picks its samples
+        return {"run_id": run_id, "step": step, **asdict(self), "benchmarks": keys}
 
 
 def samples(
@@ -195,7 +202,7 @@ def samples(
     """One page of samples: question and response cut (the response to its last 400 characters, where the answer
     is), the extracted and gold answers and the verdict of each checker."""
     params = {**where.params(run_id, step), "limit": limit, "offset": offset}
-    sql = f"""SELECT benchmark, problem_id, sample_index,
+    sql = f"""SELECT {name_sql("benchmark")} AS benchmark, problem_id, sample_index,
         CASE WHEN length(question) > 120 THEN left(question, 120) || '…' ELSE question END AS question,
         extracted_answer, gold, correct_strict, correct_math_verify, truncated, length,
         CASE WHEN length(response) > 400 THEN '…' || right(response, 400) ELSE response END AS response
@@ -213,9 +220,9 @@ def sample_detail(
 ) -> dict[str, str | None]:
     """The full question, gold answer and response of one sample (empty when there is no such sample)."""
     row = con.execute(
-        """SELECT question, gold, response FROM eval_samples WHERE run_id = ? AND step IS NOT DISTINCT FROM ?
-        AND benchmark = ? AND problem_id = ? AND sample_index = ?""",
-        [run_id, step, benchmark, problem_id, index],
+        f"""SELECT question, gold, response FROM eval_samples WHERE run_id = ? AND step IS NOT DISTINCT FROM ?
+        AND {key_sql("benchmark")} = ? AND problem_id = ? AND sample_index = ?""",
+        [run_id, step, benchmark_key(benchmark), problem_id, index],
     ).fetchone()
     return dict(zip(("question", "gold", "response"), row, strict=True)) if row else {}
 
@@ -280,8 +287,9 @@ def eval_curves(con: Con, run_ids: Sequence[str], checker: str) -> pd.DataFrame:
     every saved step of the runs under ``checker`` (the base model's row, step null, left out)."""
     return _df(
         con,
-        """SELECT run_id, step, benchmark, metric, value, ci_low, ci_high, settings, settings_key FROM eval_metrics
-        WHERE list_contains(?, run_id) AND checker = ? AND step IS NOT NULL ORDER BY run_id, benchmark, metric, step""",
+        f"""SELECT run_id, step, {name_sql("benchmark")} AS benchmark, metric, value, ci_low, ci_high, settings,
+        settings_key FROM eval_metrics WHERE list_contains(?, run_id) AND checker = ? AND step IS NOT NULL
+        ORDER BY run_id, benchmark, metric, step""",
         [list(run_ids), checker],
     )
 
@@ -291,7 +299,8 @@ def eval_metric_names(con: Con, checker: str) -> list[str]:
     return [
         f"{b} {m}"
         for b, m in con.execute(
-            "SELECT DISTINCT benchmark, metric FROM eval_metrics WHERE checker = ? AND step IS NOT NULL ORDER BY ALL",
+            f"SELECT DISTINCT {name_sql('benchmark')} AS benchmark, metric FROM eval_metrics WHERE checker = ? "
+            "AND step IS NOT NULL ORDER BY ALL",
             [checker],
         ).fetchall()
     ]

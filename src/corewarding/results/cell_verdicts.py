@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from corewarding.config import config_dir, load_group_option
+from corewarding.results.names import benchmark_key, key_sql, name_sql
 from corewarding.results.seed_variance import (
     DIFFERS,
     MATCHES,
@@ -44,12 +45,16 @@ PolicyKey = tuple[str, str, str, str, str]  # method, base_model, dataset, bench
 Pooled = dict[tuple[str, str, str, str], float]  # (method, scale, benchmark_key, metric) -> pooled seed variance
 
 # The newest run of every seed cell, at the step the policy picks, per benchmark and metric.
-_SEEDS_SQL = """
-SELECT s.cell_group, r.cell_id, s.seed_index, r.method, r.base_model, r.dataset, r.run_id, e.step, e.benchmark,
-       e.benchmark_key, e.metric, e.value, e.ci_low, e.ci_high, e.n, e.num_problems
-FROM eval_metrics e JOIN runs r USING (run_id) JOIN run_seeds s USING (run_id)
-WHERE e.checker = $checker AND e.step IS NOT NULL AND e.value IS NOT NULL
-QUALIFY row_number() OVER (PARTITION BY r.cell_id, e.benchmark_key, e.metric ORDER BY r.started_at DESC NULLS LAST,
+# Benchmarks are matched by ``names.key_sql`` and shown by ``names.name_sql``, so rows stored under another spelling
+# (before names were canonical) are found and named as the rest.
+_SEEDS_SQL = f"""
+WITH scored AS (SELECT *, {key_sql("benchmark")} AS bkey FROM eval_metrics
+    WHERE checker = $checker AND step IS NOT NULL AND value IS NOT NULL)
+SELECT s.cell_group, r.cell_id, s.seed_index, r.method, r.base_model, r.dataset, r.run_id, e.step,
+       {name_sql("e.benchmark")} AS benchmark, e.bkey AS benchmark_key, e.metric, e.value, e.ci_low, e.ci_high, e.n,
+       e.num_problems
+FROM scored e JOIN runs r USING (run_id) JOIN run_seeds s USING (run_id)
+QUALIFY row_number() OVER (PARTITION BY r.cell_id, e.bkey, e.metric ORDER BY r.started_at DESC NULLS LAST,
     r.run_id, CASE WHEN $policy = 'best' THEN e.value ELSE e.step END DESC) = 1
 ORDER BY s.cell_group, s.seed_index
 """
@@ -95,15 +100,15 @@ def pooled_variances(seeds: pd.DataFrame) -> Pooled:
 
 
 def problem_scores(con: Con, run_id: str, step: int, benchmark: str, checker: str) -> np.ndarray | None:
-    """The per-problem scores of one evaluation (each problem's mean verdict over its samples), or None where the
-    samples are not stored or the checker keeps no per-sample verdict."""
+    """The per-problem scores of one evaluation (each problem's mean verdict over its samples, ``benchmark`` in any
+    spelling), or None where the samples are not stored or the checker keeps no per-sample verdict."""
     column = SAMPLED_CHECKERS.get(checker)
     if column is None:
         return None
     rows = con.execute(
-        f"""SELECT avg({column}::DOUBLE) FROM eval_samples WHERE run_id = ? AND step = ? AND benchmark = ?
-        AND {column} IS NOT NULL GROUP BY problem_id ORDER BY problem_id""",
-        [run_id, int(step), benchmark],
+        f"""SELECT avg({column}::DOUBLE) FROM eval_samples WHERE run_id = ? AND step = ?
+        AND {key_sql("benchmark")} = ? AND {column} IS NOT NULL GROUP BY problem_id ORDER BY problem_id""",
+        [run_id, int(step), benchmark_key(benchmark)],
     ).fetchall()
     return np.array([r[0] for r in rows], dtype=float) if rows else None
 

@@ -25,6 +25,7 @@ import yaml
 from corewarding.matrix import Cell
 from corewarding.results.cell_verdicts import SAMPLED_CHECKERS, scale_of
 from corewarding.results.collapse import CollapseRules, collapse_events
+from corewarding.results.names import benchmark_key, key_sql
 from corewarding.results.read import collapse_inputs
 from corewarding.results.seed_variance import (
     BORROWED,
@@ -155,18 +156,20 @@ LATEST = """WITH latest AS (
 
 def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchmark: str, checker: str) -> pd.DataFrame:
     """Per cell (seed 0's id) and seed: the newest run's per-problem scores at its newest step evaluated on
-    ``benchmark`` (the mean over samples of the checker's verdict): cell, cell_id, run_id, problem_id, score."""
+    ``benchmark`` (the mean over samples of the checker's verdict): cell, cell_id, run_id, problem_id, score.
+    ``benchmark`` matches every spelling of it (``names.benchmark_key``: ``math500`` finds ``MATH500``)."""
     column = SAMPLED_CHECKERS[checker]
     return con.execute(
         LATEST
-        + f""", newest AS (
-            SELECT s.run_id, max(s.step) AS step FROM eval_samples s JOIN latest l USING (run_id)
-            WHERE l.k = 1 AND s.benchmark = ? GROUP BY s.run_id)
-        SELECT l.cell, l.cell_id, s.run_id, s.problem_id, avg(s.{column}::DOUBLE) AS score
-        FROM eval_samples s JOIN newest n ON s.run_id = n.run_id AND s.step = n.step
-            JOIN latest l ON l.run_id = s.run_id
-        WHERE s.benchmark = ? GROUP BY ALL ORDER BY l.cell_id, s.problem_id""",
-        [[c.cell_id for c in cells], benchmark, benchmark],
+        + f""", picked AS (SELECT * FROM latest WHERE k = 1),
+        scored AS (
+            SELECT s.run_id, s.step, s.problem_id, s.{column} AS verdict FROM eval_samples s
+            WHERE list_contains((SELECT list(run_id) FROM picked), s.run_id) AND {key_sql("s.benchmark")} = ?),
+        newest AS (SELECT run_id, max(step) AS step FROM scored GROUP BY run_id)
+        SELECT l.cell, l.cell_id, s.run_id, s.problem_id, avg(s.verdict::DOUBLE) AS score
+        FROM scored s JOIN newest n USING (run_id, step) JOIN picked l USING (run_id)
+        GROUP BY ALL ORDER BY l.cell_id, s.problem_id""",
+        [[c.cell_id for c in cells], benchmark_key(benchmark)],
     ).fetchdf()
 
 

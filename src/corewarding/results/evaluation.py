@@ -6,7 +6,8 @@ those), ci_low, ci_high, n (samples per problem), num_problems, temperature, see
 JSON of evaluation/provenance.py) and settings_key.
 samples.parquet: step, benchmark, problem_id, sample_index, response, extracted_answer, correct_strict,
 correct_math_verify, length (tokens), truncated, question (the prompt's last user message), gold (the reference
-answer). Extra columns are ignored; optional columns that are absent (older files) load as NULL.
+answer). Extra columns are ignored; optional columns that are absent (older files) load as NULL. Benchmarks are
+stored under their canonical name (``names.benchmark_name``: ``math500`` and ``Math-500`` as ``MATH500``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
+from corewarding.results.names import benchmark_name, key_sql
+
 # strict / math_verify: the math harness; the others: the external benchmarks' own tools (IFEval, MMLU-Pro, code)
 CHECKERS = ("strict", "math_verify", "lm_eval", "livecodebench", "zeroeval")
-KEY_SQL = "regexp_replace(lower(benchmark), '[^a-z0-9]', '', 'g')"  # = reference.benchmark_key
 
 # (column, SQL type, required): the load order is the store's column order after run_id.
 METRIC_COLUMNS = [
@@ -82,6 +84,16 @@ def _load(con: duckdb.DuckDBPyConnection, path: Path, columns: list[tuple[str, s
         con.execute(f"CREATE TEMP TABLE incoming ({names}) AS SELECT {select} FROM read_parquet(?)", [str(path)])
     except duckdb.Error as exc:
         raise EvalFileError(f"{path}: a column has values of the wrong type ({exc})") from exc
+    _canonical_benchmarks(con)
+
+
+def _canonical_benchmarks(con: duckdb.DuckDBPyConnection) -> None:
+    """Rename every benchmark of ``incoming`` to its canonical spelling (``names.benchmark_name``): the one place a
+    benchmark name is normalised on its way into the store, before the duplicate checks see it."""
+    rows = con.execute("SELECT DISTINCT benchmark FROM incoming WHERE benchmark IS NOT NULL").fetchall()
+    for (name,) in rows:
+        if benchmark_name(name) != name:
+            con.execute("UPDATE incoming SET benchmark = ? WHERE benchmark = ?", [benchmark_name(name), name])
 
 
 def _first_bad(con: duckdb.DuckDBPyConnection, where: str) -> tuple[object, ...] | None:
@@ -119,7 +131,7 @@ def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path,
     return _insert(
         con,
         f"INSERT INTO eval_metrics (run_id, step, benchmark, benchmark_key, {names}, source) "
-        f"SELECT ?, step, benchmark, {KEY_SQL}, {names}, '{source}' FROM incoming",
+        f"SELECT ?, step, benchmark, {key_sql('benchmark')}, {names}, '{source}' FROM incoming",
         run_id,
     )
 

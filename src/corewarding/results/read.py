@@ -13,6 +13,7 @@ import pandas as pd
 
 from corewarding.results import cell_verdicts
 from corewarding.results.collapse import METRICS as COLLAPSE_METRICS
+from corewarding.results.names import key_sql, name_sql
 
 Con = duckdb.DuckDBPyConnection
 
@@ -23,18 +24,20 @@ def paper_tables(con: Con) -> list[str]:
 
 
 # Each paper cell of a table, with the base-model evaluation (step null) of a run of that model for its base rows
-_PAPER_SQL = """
-WITH ref AS (SELECT *, rowid AS ord FROM paper_results WHERE table_name = $table),
+# (benchmarks matched by ``names.key_sql``, whatever spelling a row was stored under)
+_PAPER_SQL = f"""
+WITH ref AS (SELECT *, rowid AS ord, {key_sql("benchmark")} AS bkey FROM paper_results WHERE table_name = $table),
 base AS (
     SELECT ref.ord, e.run_id, e.value, e.ci_low, e.ci_high, e.n, e.num_problems
     FROM ref JOIN runs r ON ref.method = 'base' AND r.base_model = ref.base_model
         JOIN eval_metrics e ON e.run_id = r.run_id AND e.checker = $checker AND e.step IS NULL
-            AND e.benchmark_key = ref.benchmark_key AND e.metric = ref.metric
+            AND {key_sql("e.benchmark")} = ref.bkey AND e.metric = ref.metric
     QUALIFY row_number() OVER (PARTITION BY ref.ord ORDER BY (r.dataset = ref.dataset) DESC,
         r.started_at DESC NULLS LAST, r.run_id) = 1)
-SELECT ref.train_set, ref.model, ref.method, ref.base_model, ref.dataset, ref.benchmark, ref.benchmark_key,
-       ref.metric, ref.value AS paper, ref.suspect, b.run_id AS base_run_id, b.value AS base_value,
-       b.ci_low AS base_ci_low, b.ci_high AS base_ci_high, b.n AS base_n, b.num_problems AS base_num_problems
+SELECT ref.train_set, ref.model, ref.method, ref.base_model, ref.dataset, {name_sql("ref.benchmark")} AS benchmark,
+       ref.bkey AS benchmark_key, ref.metric, ref.value AS paper, ref.suspect, b.run_id AS base_run_id,
+       b.value AS base_value, b.ci_low AS base_ci_low, b.ci_high AS base_ci_high, b.n AS base_n,
+       b.num_problems AS base_num_problems
 FROM ref LEFT JOIN base b USING (ord) ORDER BY ref.ord
 """
 COLUMNS = [

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 from omegaconf import OmegaConf
 
 from corewarding.config import config_dir
+from corewarding.results.names import benchmark_key, benchmark_name, name_key
 
 REFERENCE_CSV = Path(__file__).with_name("reference") / "paper_v2_results.csv"
 COLUMNS = ["table", "train_set", "model", "method", "benchmark", "value", "suspect"]
@@ -17,23 +17,14 @@ PAPER_METRIC = {"amc": "avg@8"}
 DEFAULT_METRIC = "pass@1"
 
 
-def benchmark_key(name: str) -> str:
-    """A benchmark name without case or punctuation, so ``MMLU-Pro`` and ``mmlu_pro`` meet.
-
-    >>> benchmark_key("MMLU-Pro"), benchmark_key("math500")
-    ('mmlupro', 'math500')
-    """
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
 def _hub_names(group: str) -> dict[str, str]:
-    """benchmark_key(hub_name) -> config option name, for every option of a config group."""
+    """name_key(hub_name) -> config option name, for every option of a config group."""
     names = {}
     for path in sorted((config_dir() / group).glob("*.yaml")):
         node = OmegaConf.to_container(OmegaConf.load(path))
         node = (node.get(group) if isinstance(node, dict) else None) or {}
         if node.get("hub_name"):
-            names[benchmark_key(str(node["hub_name"]))] = path.stem
+            names[name_key(str(node["hub_name"]))] = path.stem
     return names
 
 
@@ -45,12 +36,13 @@ def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
     frame["suspect"] = frame["suspect"].astype(str).str.lower().eq("true")
     models, datasets = _hub_names("base_model"), _hub_names("dataset")
-    frame["base_model"] = frame["model"].map(lambda m: models.get(benchmark_key(m)))
-    frame["dataset"] = frame["train_set"].map(lambda d: datasets.get(benchmark_key(d)))
+    frame["base_model"] = frame["model"].map(lambda m: models.get(name_key(m)))
+    frame["dataset"] = frame["train_set"].map(lambda d: datasets.get(name_key(d)))
     unmapped = frame[frame["base_model"].isna() | frame["dataset"].isna()]
     if len(unmapped):
         first = unmapped.iloc[0]
         raise ValueError(f"{path}: no config option for model {first['model']!r} / set {first['train_set']!r}")
+    frame["benchmark"] = frame["benchmark"].map(benchmark_name)  # the canonical spelling (the paper's already)
     frame["benchmark_key"] = frame["benchmark"].map(benchmark_key)
     frame["metric"] = frame["benchmark_key"].map(lambda k: PAPER_METRIC.get(k, DEFAULT_METRIC))
     return frame[[*COLUMNS, "metric", "base_model", "dataset", "benchmark_key"]]

@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 
 from corewarding.results import cell_verdicts
+from corewarding.results.names import key_sql, name_sql
 from corewarding.results.seed_variance import PROBLEMS_ONLY, Interval, one_seed_interval
 from corewarding.settings_diff import differing_settings, settings_dict
 
@@ -47,24 +48,26 @@ VERDICTS = {
     NO_PAPER_VALUE: "the paper prints no number for this cell and benchmark",
 }
 
-_SQL = """
+# Benchmarks matched by ``names.key_sql`` and shown by ``names.name_sql``, whatever spelling a row was stored under
+_SQL = f"""
 WITH released AS (
-    SELECT c.cell_id, c.method, c.base_model, c.dataset, c.revision, e.benchmark, e.benchmark_key, e.metric,
-           e.value, e.ci_low, e.ci_high, e.settings, e.settings_key
+    SELECT c.cell_id, c.method, c.base_model, c.dataset, c.revision, {name_sql("e.benchmark")} AS benchmark,
+           {key_sql("e.benchmark")} AS benchmark_key, e.metric, e.value, e.ci_low, e.ci_high, e.settings,
+           e.settings_key
     FROM eval_metrics e JOIN released_checkpoints c USING (run_id)
     WHERE e.source = 'released' AND e.checker = $checker AND ($all_cells OR list_contains($cells, c.cell_id))
-    QUALIFY row_number() OVER (PARTITION BY e.run_id, e.benchmark_key, e.metric, e.settings_key
+    QUALIFY row_number() OVER (PARTITION BY e.run_id, {key_sql("e.benchmark")}, e.metric, e.settings_key
         ORDER BY e.step DESC NULLS FIRST) = 1),
 numbered AS (SELECT *, row_number() OVER (ORDER BY cell_id, benchmark, metric, settings_key) AS ord FROM released),
 paper AS (
-    SELECT method, base_model, dataset, benchmark_key, metric, value FROM paper_results
-    QUALIFY row_number() OVER (PARTITION BY method, base_model, dataset, benchmark_key, metric
+    SELECT method, base_model, dataset, {key_sql("benchmark")} AS benchmark_key, metric, value FROM paper_results
+    QUALIFY row_number() OVER (PARTITION BY method, base_model, dataset, {key_sql("benchmark")}, metric
         ORDER BY value IS NULL, table_name) = 1),
 reproduced AS (
     SELECT n.ord, s.seed_index, r.run_id, e.step, e.benchmark, e.value, e.ci_low, e.ci_high, e.settings,
            e.settings_key
     FROM numbered n JOIN run_seeds s ON s.cell_group = n.cell_id JOIN runs r ON r.run_id = s.run_id
-    JOIN eval_metrics e ON e.run_id = r.run_id AND e.checker = $checker AND e.benchmark_key = n.benchmark_key
+    JOIN eval_metrics e ON e.run_id = r.run_id AND e.checker = $checker AND {key_sql("e.benchmark")} = n.benchmark_key
         AND e.metric = n.metric AND e.step IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY n.ord, r.cell_id ORDER BY r.started_at DESC NULLS LAST, r.run_id,
         e.step DESC, e.settings_key IS NOT DISTINCT FROM n.settings_key DESC, e.settings_key) = 1)

@@ -27,6 +27,7 @@ from corewarding.results.attempts import failed_cells, failure_note
 from corewarding.results.cell_verdicts import MEANINGS, OUTSIDE, UNDECIDED
 from corewarding.results.claims import ClaimResult, evaluate_claims, load_claims
 from corewarding.results.collapse import CollapseRules, collapse_events
+from corewarding.results.names import name_sql
 from corewarding.results.read import (
     NO_PAPER_VALUE,
     collapse_inputs,
@@ -214,12 +215,12 @@ def measured_headlines(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -
     if not run_ids:
         return {}
     rows = con.execute(
-        """WITH latest AS (SELECT run_id, max(step) AS step FROM eval_metrics
+        f"""WITH latest AS (SELECT run_id, max(step) AS step FROM eval_metrics
                            WHERE step IS NOT NULL AND run_id IN (SELECT unnest(?)) GROUP BY run_id)
-           SELECT e.run_id, e.benchmark, e.metric, e.step, e.value, e.ci_low, e.ci_high
+           SELECT e.run_id, {name_sql("e.benchmark")} AS bench, e.metric, e.step, e.value, e.ci_low, e.ci_high
            FROM eval_metrics e JOIN latest USING (run_id, step)
            WHERE e.checker = 'math_verify'
-           ORDER BY e.run_id, e.benchmark, NOT starts_with(e.metric, 'avg@'), e.metric""",
+           ORDER BY e.run_id, bench, NOT starts_with(e.metric, 'avg@'), e.metric""",
         [list(run_ids)],
     ).fetchall()
     shown: dict[str, str] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from corewarding.matrix import SEED_KEY, Cell, hub_repo_id
+from corewarding.results.names import PAPER_BENCHMARKS, benchmark_key
 from corewarding.results.reference import load_reference
 from corewarding.run_folder import (
     EVAL_METRICS as EVAL_METRICS_FILE,
@@ -37,7 +39,7 @@ from corewarding.run_folder import (
 )
 from corewarding.settings_diff import settings_json, settings_key
 
-BENCHMARKS = ("MATH500", "GSM8K", "AMC", "LCB", "CRUX", "IFEval", "MMLU-Pro")
+BENCHMARKS = PAPER_BENCHMARKS  # the paper's columns, in their canonical spelling (names.py)
 EVAL_METRICS = ("pass@1", "avg@8", "pass@8", "maj@8")
 BASE_METRICS = (
     "reward_mean",
@@ -115,13 +117,19 @@ def training_metrics(cell: Cell, spec: SyntheticSpec, seed: int) -> list[dict[st
     return rows
 
 
+@cache
+def _reference() -> pd.DataFrame:
+    """The paper's numbers, read once (not once per generated run); never modified."""
+    return load_reference()
+
+
 def _paper_values(cell: Cell) -> dict[str, tuple[float, float]]:
     """benchmark -> (base, trained) fractions from the paper where it has the cell, else generic values."""
-    ref = load_reference()
+    ref = _reference()
     mine = ref[(ref["base_model"] == cell.base_model) & (ref["dataset"] == cell.dataset)]
     out = {}
     for bench in BENCHMARKS:
-        rows = mine[mine["benchmark"] == bench]
+        rows = mine[mine["benchmark_key"] == benchmark_key(bench)]
         base = rows[rows["method"] == "base"]["value"]
         trained = rows[rows["method"] == cell.method]["value"]
         b = float(base.iloc[0]) / 100 if len(base) else 0.3
