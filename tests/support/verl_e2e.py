@@ -14,8 +14,23 @@ TAG_ENV = "COREWARDING_E2E_TAG"  # set in every process of the run (Ray's and ou
 
 
 def has_tag(proc: Any, tag: str) -> bool:
-    """Whether a ``psutil.Process`` belongs to this run (its environment carries ``tag``); psutil errors propagate."""
+    """Whether a ``psutil.Process``'s environment carries ``tag``; psutil errors propagate.
+
+    Not every process of the run shows it: a process that rewrites its title (setproctitle: Ray's
+    ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent``) overwrites the start of its environment block as /proc shows
+    it, the tag too at times. Those descend from a process that shows it (the raylet): ``in_run``."""
     return proc.environ().get(TAG_ENV) == tag
+
+
+def in_run(proc: Any, tag: str) -> bool:
+    """Whether a ``psutil.Process`` belongs to the run: it or one of its ancestors carries ``tag``."""
+    import psutil
+
+    for candidate in (proc, *proc.parents()):
+        with contextlib.suppress(psutil.AccessDenied):  # an ancestor of another user's (pid 1, for one)
+            if has_tag(candidate, tag):
+                return True
+    return False
 
 
 def is_loopback(ip: str) -> bool:
@@ -39,7 +54,7 @@ class ListenWatch:
 
         try:
             proc = psutil.Process(pid)
-            return proc.name() if has_tag(proc, self.tag) else None
+            return proc.name() if in_run(proc, self.tag) else None
         except (psutil.Error, OSError):
             return None
 
@@ -96,6 +111,46 @@ def kill_run(tag: str, driver_pid: int) -> int:
                 victims.append(proc)
     psutil.wait_procs(victims, timeout=60)
     return len(victims)
+
+
+def run_processes(tag: str) -> list[Any]:
+    """The live processes (``psutil.Process``) of one run, by pid: those whose environment carries ``tag`` and all
+    their descendants (Ray's agents and workers are the raylet's children; see ``has_tag``); never this process."""
+    import os
+
+    import psutil
+
+    me = os.getpid()
+    found: dict[int, Any] = {}
+    for proc in psutil.process_iter():
+        if proc.pid == me or proc.pid in found:
+            continue
+        with contextlib.suppress(psutil.Error, OSError):  # gone, a zombie, or another user's (no access)
+            if has_tag(proc, tag):
+                found[proc.pid] = proc
+                for child in proc.children(recursive=True):
+                    found.setdefault(child.pid, child)
+    found.pop(me, None)
+    return [found[pid] for pid in sorted(found)]
+
+
+def stop_tagged(tag: str, grace: float = 15.0) -> list[int]:
+    """Stop the processes of one run (``run_processes``: the shared Ray head's, its agents and workers, vLLM's):
+    SIGTERM, then SIGKILL whatever is still alive after ``grace`` seconds (Ray's agents ignore SIGTERM). The whole set
+    is found before any signal, as a dying raylet's children are no longer its descendants. ``ray stop --force``
+    would stop every Ray on the machine, another user's too. Returns the pids signalled."""
+    import psutil
+
+    procs = run_processes(tag)
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=grace)
+    return [proc.pid for proc in procs]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.2) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.net import free_port
-from tests.support.verl_e2e import SFT_STEPS, TAG_ENV, ListenWatch
+from tests.support.verl_e2e import SFT_STEPS, TAG_ENV, ListenWatch, stop_tagged
 
 RANKS = 2
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,13 +64,15 @@ def ray_head(e2e_env: dict[str, str]) -> Iterator[str]:
         ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", f"--num-gpus={RANKS}",
         "--num-cpus=16", "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}",
     ]  # fmt: skip
-    subprocess.run(start, env=e2e_env, check=True, capture_output=True, timeout=180)
     # a SIGTERM (a CI job's timeout, `kill`) unwinds like Ctrl-C: the launches and this Ray head are stopped
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
+        subprocess.run(start, env=e2e_env, check=True, capture_output=True, timeout=180)
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([ray, "stop", "--force"], env=e2e_env, capture_output=True, timeout=120)
+        # only this session's processes (the head and whatever it started carry the run's tag), never `ray stop
+        # --force`, which stops every Ray on the machine
+        stop_tagged(e2e_env[TAG_ENV])
         shutil.rmtree(temp_dir, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous)
 

@@ -6,6 +6,7 @@ else is real: the composed tiny config, verl's fit loop, reward extraction, GRPO
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -14,10 +15,11 @@ from typing import Any
 import pytest
 import ray
 import torch
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from transformers import PreTrainedTokenizerBase
 
 from corewarding import methods
+from corewarding.checkpoint_manifest import MANIFEST, manifest_problem
 from corewarding.training.verl.metrics import next_attempt_file
 from tests.unit.verl.harness import MFU, FakeCheckpointManager, FakeRolloutManager, FakeWorkerGroup, ray_get
 from tests.unit.verl.test_trainer import build_trainer
@@ -34,7 +36,16 @@ def _view(row: dict[str, Any]) -> str:
     return str(extra.get("cr_view", "original")) if isinstance(extra, dict) else "original"
 
 
-def run_fit(method: str, artifacts_dir: Path, tmp_path: Path, tokenizer: PreTrainedTokenizerBase, monkeypatch: Any):
+def run_fit(
+    method: str,
+    artifacts_dir: Path,
+    tmp_path: Path,
+    tokenizer: PreTrainedTokenizerBase,
+    monkeypatch: Any,
+    steps: int = 2,
+    settings: dict[str, Any] | None = None,
+):
+    """``fit()`` for ``steps`` steps; ``settings`` are verl config keys (dotted) set before it starts."""
     trainer, _ = build_trainer(method, artifacts_dir, tmp_path, tokenizer)
     with open_dict(trainer.config):
         trainer.config.trainer.val_before_train = False
@@ -42,7 +53,9 @@ def run_fit(method: str, artifacts_dir: Path, tmp_path: Path, tokenizer: PreTrai
         trainer.config.trainer.save_freq = 2
         trainer.config.trainer.resume_mode = "disable"
         trainer.config.corewarding.reward_dump = True
-    trainer.total_training_steps = 2
+        for key, value in (settings or {}).items():
+            OmegaConf.update(trainer.config, key, value, merge=False)
+    trainer.total_training_steps = steps
     wg = FakeWorkerGroup(dp_size=2)
     trainer.actor_rollout_wg = trainer.ref_policy_wg = wg
     teacher = methods.get(method).needs_teacher
@@ -133,6 +146,8 @@ def test_fit_runs_two_full_steps_of_every_method(
     assert after_save == "corewarding_rotate_checkpoints" and rotations == [
         {"dir": trainer.config.trainer.default_local_dir, "keep": trainer.config.trainer.max_actor_ckpt_to_keep}
     ]
+    step_folder = Path(trainer.config.trainer.default_local_dir) / "global_step_2"  # the manifest, after the save
+    assert manifest_problem(step_folder) is None and "data.pt" in (step_folder / MANIFEST).read_text()
     dumps = sorted((Path(trainer.cr.run_dir) / "verl_rewards").glob("step_*.jsonl"))  # verl.reward_dump
     assert [p.name for p in dumps] == ["step_0001.jsonl", "step_0002.jsonl"]
     for i, (path, update) in enumerate(zip(dumps, updates, strict=True)):
@@ -169,3 +184,31 @@ def test_fit_runs_two_full_steps_of_every_method(
         assert wg.names().count("corewarding_teacher_to_rollout") == 2
         rates = [c for n, c in wg.calls if n == "corewarding_ema_update"]
         assert rates == [m["ema_rate"] for m in exported] and rates[0] > rates[1] > 0  # cosine decay over 2 steps
+
+
+def cosine_rate(step: int, total: int, start: float, end: float) -> float:
+    """methods.md 1.2, written out here (not the project's ``ema_rate``): a_k = a_end + (a_start - a_end)
+    (1 + cos(pi t / K)) / 2 with t = clip(k - 1, 0, K)."""
+    t = min(max(step - 1, 0), total)
+    return end + (start - end) * (1 + math.cos(math.pi * t / total)) / 2
+
+
+@pytest.mark.parametrize("method", ["co_rewarding_2", "co_rewarding_3"])
+def test_the_teacher_moves_by_the_cosine_schedule_at_every_step(
+    method: str, artifacts_dir: Path, tmp_path: Path, tokenizer: PreTrainedTokenizerBase, monkeypatch: Any
+) -> None:
+    """An asymmetric schedule that moves every step (0.7 -> 0.3 over K = 3): the rate sent to the workers and the
+    logged ``ema_rate`` are a_k at step k, and each step's EMA runs before that step's teacher rollouts. A constant
+    or symmetric schedule would hide a wrong step index, a wrong K or a reversed rate."""
+    ema = "corewarding.method.teacher.ema"
+    settings = {f"{ema}.alpha_start": 0.7, f"{ema}.alpha_end": 0.3, f"{ema}.update_interval": 1}
+    trainer, wg, _ = run_fit(method, artifacts_dir, tmp_path, tokenizer, monkeypatch, steps=3, settings=settings)
+    expected = [cosine_rate(k, 3, 0.7, 0.3) for k in (1, 2, 3)]
+    assert expected == pytest.approx([0.7, 0.6, 0.4])  # the schedule the test expects, by hand
+    rates = [c for n, c in wg.calls if n == "corewarding_ema_update"]
+    assert rates == pytest.approx(expected, rel=0, abs=1e-12), "the rate sent to the workers' EMA"
+    exported = [json.loads(x) for x in Path(trainer.cr.metrics_file).read_text().splitlines()]
+    assert [m["step"] for m in exported] == [1, 2, 3]
+    assert [m["ema_rate"] for m in exported] == pytest.approx(expected, rel=0, abs=1e-12), "the logged ema_rate"
+    teacher_calls = [n for n in wg.names() if n in ("corewarding_ema_update", "corewarding_teacher_to_rollout")]
+    assert teacher_calls == ["corewarding_ema_update", "corewarding_teacher_to_rollout"] * 3

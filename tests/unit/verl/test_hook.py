@@ -166,7 +166,27 @@ def test_reward_rows_name_each_scored_row_with_its_texts(
     # q0's teacher votes 5 (three of four): the policy's two \boxed{5} answers are the rewarded ones
     assert rows[0]["group"] == "q0/original" and "\\boxed{5}" in rows[0]["response"]
     assert [r["response"] for r in rows[8:12]] == [f"so the answer is \\boxed{{{a}}}" for a in ["5", "6", "5", "5"]]
+    assert [r["answer"] for r in rows] == ["5", "5", "6", "", "7", "8", "8", "7", "5", "6", "5", "5", "", "", "", ""]
     assert all(r["prompt"] and "<|im_start|>" not in r["prompt"] for r in rows)
+    for row in rows:  # the tokens as scored: a test can recompute a row's logits from them
+        assert tokenizer.decode(row["response_ids"], skip_special_tokens=True) == row["response"]
+        assert tokenizer.decode(row["prompt_ids"], skip_special_tokens=True) == row["prompt"]
+        assert "rollout_log_probs" not in row  # vLLM's log-probs only when the rollout computed them
+
+
+def test_reward_rows_carry_vllms_sampled_log_probs_of_the_response_tokens(
+    make_training_batch: Callable, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    batch = make_training_batch(["original"])
+    mask = batch.batch["response_mask"].float()
+    steps = torch.arange(mask.shape[1], dtype=torch.float32)
+    batch.batch["rollout_log_probs"] = -(torch.arange(len(batch))[:, None] + 1) * 0.1 - steps * 0.01
+    data, order = manager_input(batch)
+    rows = reward_rows(data, [0.0] * len(data), [True] * len(data), tokenizer)
+    for row, source in zip(rows, order.tolist(), strict=True):
+        kept = batch.batch["rollout_log_probs"][source][mask[source].bool()]
+        assert row["rollout_log_probs"] == pytest.approx(kept.tolist())
+        assert len(row["rollout_log_probs"]) == len(row["response_ids"])
 
 
 def test_teacher_rows_without_a_uid_are_an_error_not_groups_of_their_own(

@@ -15,11 +15,13 @@ import torch
 from tensordict import TensorDict
 from verl import DataProto
 
+from corewarding.grading.answers import extract_boxed_answer
 from corewarding.methods.base import VIEW_TAGS
 from corewarding.training.verl.batch import GROUP_KEY, STAT_KEY, VIEW_KEY, column, response_mask_of
 
 ROW_KEY = "cr_row"  # position of a row in the rollout batch, before verl reorders it for load balance
 PAIR_KEY, VIEW_EXTRA_KEY = "cr_pair", "cr_view"
+ROLLOUT_LOG_PROBS = "rollout_log_probs"  # verl's key for vLLM's log-prob of each sampled token
 
 
 def _extra(data: DataProto, key: str, default: Any) -> list[Any]:
@@ -39,6 +41,9 @@ def _part(
     }
     if stat is not None:
         tensors[STAT_KEY] = stat[idx].float()
+    sampled = data.batch.get(ROLLOUT_LOG_PROBS, None)  # vLLM's log-prob of each sampled token (calculate_log_probs)
+    if sampled is not None:
+        tensors[ROLLOUT_LOG_PROBS] = sampled[idx].float()
     non_tensor = {
         "uid": column(data, "uid", [str(i) for i in range(len(data))])[order],
         "reward_model": column(data, "reward_model", [None] * len(data))[order],
@@ -94,23 +99,32 @@ def manager_input(
 
 def reward_rows(data: DataProto, rewards: list[float], rewarded: list[bool], tokenizer: Any) -> list[dict[str, Any]]:
     """What the manager scored, one dict per row of its batch (``manager_input``'s order): view, vote group, the
-    decoded prompt and response, and the reward. ``verl.reward_dump`` writes them per step, so a reward can be
-    traced to the rollouts that voted for its label (``docs/training.md``)."""
+    decoded prompt and response, the response's extracted answer (what votes compare), and the reward.
+    ``verl.reward_dump`` writes them per step, so a reward can be traced to the rollouts that voted for its label
+    (``docs/training.md``)."""
     mask = response_mask_of(data)
     prompts, responses = data.batch["prompts"], data.batch["responses"]
     prompt_mask = data.batch["attention_mask"][:, : prompts.shape[1]].bool()
     out = []
+    sampled = data.batch.get(ROLLOUT_LOG_PROBS, None)
     for i in range(len(data)):
-        out.append(
-            {
-                "view": str(data.non_tensor_batch[VIEW_KEY][i]),
-                "group": str(data.non_tensor_batch[GROUP_KEY][i]),
-                "prompt": tokenizer.decode(prompts[i][prompt_mask[i]].tolist(), skip_special_tokens=True),
-                "response": tokenizer.decode(responses[i][mask[i].bool()].tolist(), skip_special_tokens=True),
-                "reward": float(rewards[i]),
-                "rewarded": bool(rewarded[i]),
-            }
-        )
+        prompt_ids = prompts[i][prompt_mask[i]].tolist()
+        response_ids = responses[i][mask[i].bool()].tolist()
+        response = tokenizer.decode(response_ids, skip_special_tokens=True)
+        row = {
+            "view": str(data.non_tensor_batch[VIEW_KEY][i]),
+            "group": str(data.non_tensor_batch[GROUP_KEY][i]),
+            "prompt": tokenizer.decode(prompt_ids, skip_special_tokens=True),
+            "response": response,
+            "answer": extract_boxed_answer(response),
+            "reward": float(rewards[i]),
+            "rewarded": bool(rewarded[i]),
+            "prompt_ids": prompt_ids,  # the tokens as scored, so a test can recompute a row's logits
+            "response_ids": response_ids,
+        }
+        if sampled is not None:
+            row[ROLLOUT_LOG_PROBS] = sampled[i][mask[i].bool()].tolist()
+        out.append(row)
     return out
 
 
