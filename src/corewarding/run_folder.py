@@ -40,6 +40,7 @@ LATEST = "latest"  # the local backend's pointer: the text global_step_N
 VERL_TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its newest complete save: the text N
 LOCAL_MODEL = "model"  # local: global_step_N/model/, a transformers folder; its config.json marks it saved
 VERL_ACTOR = "actor"  # verl: global_step_N/actor/, FSDP shards; fsdp_config.json, written last, marks it complete
+VERL_TEACHER = "teacher"  # global_step_N/teacher/rank_R.pt: the Co-rewarding-II/III teacher's shards, beside actor/
 HF_CONFIG = "config.json"
 VERL_DONE = "fsdp_config.json"
 MERGED = "hf"

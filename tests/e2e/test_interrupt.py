@@ -63,12 +63,12 @@ def _communicate_or_explain(proc: subprocess.Popen[str], clone: Path, moment: ob
 
 def _before_the_handlers(returncode: int | None, sig: signal.Signals, out: str, err: str) -> bool:
     """Python's default action for a signal that came before the command's handlers: death by SIGTERM, or a
-    KeyboardInterrupt traceback (exit 1) for SIGINT."""
+    KeyboardInterrupt traceback for SIGINT, after which Python ends itself by SIGINT (-2; exit 1 where it cannot)."""
     if out:
         return False
     if sig == signal.SIGTERM:
         return returncode == -signal.SIGTERM
-    return returncode == 1 and err.rstrip().endswith("KeyboardInterrupt")
+    return returncode in (1, -signal.SIGINT) and err.rstrip().endswith("KeyboardInterrupt")
 
 
 def _servers_of(clone: Path) -> list[psutil.Process]:

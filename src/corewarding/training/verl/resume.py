@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.checkpoint_manifest import MANIFEST, CheckpointError, manifest_problem, write_manifest
-from corewarding.run_folder import VERL_ACTOR, VERL_TRACKER, step_dirs
+from corewarding.run_folder import VERL_ACTOR, VERL_TEACHER, VERL_TRACKER, step_dirs
 from corewarding.training.verl.rotation import OPTIM_GLOB, latest_step
-from corewarding.training.verl.teacher import TEACHER_DIR
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ def step_problem(step_folder: Path, world_size: int, teacher: bool, needs_manife
         return f"saved by {', '.join(map(str, sorted(sizes)))} rank(s), this launch has {world_size}"
     required = [f"{VERL_ACTOR}/{MODEL_SHARD.format(world=world_size, rank=rank)}" for rank in range(world_size)]
     if teacher:
-        required += [f"{TEACHER_DIR}/rank_{rank}.pt" for rank in range(world_size)]
+        required += [f"{VERL_TEACHER}/rank_{rank}.pt" for rank in range(world_size)]
     required.append("data.pt")
     for rel in required:
         path = step_folder / rel

@@ -17,8 +17,9 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from corewarding.checkpoint_manifest import CheckpointError
+from corewarding.run_folder import VERL_TEACHER
 
-TEACHER_DIR = "teacher"
+TEACHER_DIR = VERL_TEACHER
 
 
 def local_shard(tensor: torch.Tensor) -> torch.Tensor:
