@@ -10,7 +10,7 @@ export WANDB_MODE := disabled
 VERL_VENV := .venv-verl
 VERL_STAMP := $(VERL_VENV)/.installed
 
-.PHONY: verl-e2e verl-e2e-bench install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench
+.PHONY: verl-e2e verl-e2e-bench install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench mutants
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -100,6 +100,12 @@ step-bench: $(STAMP)   # seconds per tiny CPU training step of Co-rewarding-I, I
 
 audit-bench: $(STAMP)   # corewarding audit's overhead per checkpoint (all but generation and scoring), tiny model
 	$(BIN)/python perf/audit_perf.py
+
+# Mutation testing of the pure cores (mutmut; cosmic-ray for decorated functions): the score per module group, one
+# worker at nice 10, tens of minutes on 2 cores; not in CI (docs/performance.md has the last score and its survivors)
+mutants: $(STAMP)
+	test -x $(BIN)/mutmut -a -x $(BIN)/cosmic-ray || $(BIN)/python -m pip install -q -e '.[mutants]'
+	OMP_NUM_THREADS=1 $(BIN)/python tools/mutants.py
 
 clean:
 	rm -rf runs artifacts data results .pytest_cache
