@@ -41,6 +41,14 @@ VERL_TRACKER = "latest_checkpointed_iteration.txt"  # verl's record of its newes
 LOCAL_MODEL = "model"  # local: global_step_N/model/, a transformers folder; its config.json marks it saved
 VERL_ACTOR = "actor"  # verl: global_step_N/actor/, FSDP shards; fsdp_config.json, written last, marks it complete
 VERL_TEACHER = "teacher"  # global_step_N/teacher/rank_R.pt: the Co-rewarding-II/III teacher's shards, beside actor/
+
+
+def verl_shard_name(kind: str, rank: int, world_size: int) -> str:
+    """One rank's ``model`` / ``optim`` / ``extra_state`` file in ``global_step_N/actor``, as verl's FSDP checkpoint
+    manager names it (by the global rank and world size of ``torch.distributed``)."""
+    return f"{kind}_world_size_{world_size}_rank_{rank}.pt"
+
+
 HF_CONFIG = "config.json"
 VERL_DONE = "fsdp_config.json"
 MERGED = "hf"

@@ -40,6 +40,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
 from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
 
+from corewarding.run_folder import verl_shard_name
 from corewarding.training.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def resume_folder(trainer_config: Any) -> Path | None:
 def shard_file(actor_folder: Path, kind: str, rank: int, world_size: int) -> Path:
     """One rank's ``model`` / ``optim`` / ``extra_state`` file as verl's FSDP checkpoint manager names it (by the
     global rank and world size of ``torch.distributed``)."""
-    return actor_folder / f"{kind}_world_size_{world_size}_rank_{rank}.pt"
+    return actor_folder / verl_shard_name(kind, rank, world_size)
 
 
 def rank_shards(actor_folder: Path, rank: int, world_size: int) -> list[Path]:

@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.checkpoint_manifest import MANIFEST, CheckpointError, manifest_problem, write_manifest
-from corewarding.run_folder import VERL_ACTOR, VERL_TEACHER, VERL_TRACKER, step_dirs
+from corewarding.run_folder import VERL_ACTOR, VERL_TEACHER, VERL_TRACKER, step_dirs, verl_shard_name
 from corewarding.training.verl.rotation import OPTIM_GLOB, latest_step
 
 log = logging.getLogger(__name__)
 
 SET_ASIDE_SUFFIX = ".incomplete"
-MODEL_SHARD = "model_world_size_{world}_rank_{rank}.pt"  # verl's FSDPCheckpointManager names
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def step_problem(step_folder: Path, world_size: int, teacher: bool, needs_manife
     sizes = saved_world_sizes(step_folder)
     if sizes and world_size not in sizes:
         return f"saved by {', '.join(map(str, sorted(sizes)))} rank(s), this launch has {world_size}"
-    required = [f"{VERL_ACTOR}/{MODEL_SHARD.format(world=world_size, rank=rank)}" for rank in range(world_size)]
+    required = [f"{VERL_ACTOR}/{verl_shard_name('model', rank, world_size)}" for rank in range(world_size)]
     if teacher:
         required += [f"{VERL_TEACHER}/rank_{rank}.pt" for rank in range(world_size)]
     required.append("data.pt")
