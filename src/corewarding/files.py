@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -69,6 +70,24 @@ def disk_full(exc: BaseException | None) -> bool:
             return True
         exc = exc.__context__
     return False
+
+
+def open_lock_file(path: Path, error: type[Exception]) -> int:
+    """A read-write descriptor of the lock file ``path``, created 0600 if absent. A link there is never followed and
+    the file is not truncated by the open: only a regular file with one name is returned (else ``error``, naming the
+    path), so a link planted as the lock cannot make its holder truncate or write another file."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise error(f"{path}: the lock file is a link; remove it (a lock is never opened through a link)") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"a hard link ({info.st_nlink} names)"
+        raise error(f"{path}: the lock file is {what}; remove it (a lock is only ever a file of its own)")
+    return fd
 
 
 def file_sha256(path: Path) -> str:

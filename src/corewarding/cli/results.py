@@ -57,18 +57,31 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
+    """Schema version and row counts; a store that is damaged (every table is read once first, see store.verify),
+    truncated or not DuckDB at all is one ``error:`` line and exit 2, never counts read from half a file."""
+    import duckdb  # duckdb: imported when used
+
     from corewarding.results.schema import SchemaError  # duckdb: imported when used
-    from corewarding.results.store import StoreDamagedError, reader  # duckdb: imported when used
+    from corewarding.results.store import (  # duckdb: imported when used
+        StoreBusyError,
+        StoreDamagedError,
+        first_line,
+        reader,
+    )
 
     try:
-        with reader(_db(args)) as con:
+        with reader(_db(args), check=True) as con:
             version = con.execute("SELECT max(version) FROM schema_version").fetchone()
             tables = [
                 r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()
             ]
             counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}  # type: ignore[index]
-    except (SchemaError, StoreDamagedError) as exc:
+    except SchemaError as exc:
+        return _fail(f"{_db(args)}: {exc}")
+    except (StoreDamagedError, StoreBusyError) as exc:
         return _fail(exc)
+    except duckdb.Error as exc:  # what verify does not read (a view: over a dropped table, a file) cannot be counted
+        return _fail(f"{_db(args)}: cannot be read as a results store ({first_line(exc)})")
     print(json.dumps({"db": str(_db(args)), "schema_version": version[0] if version else None, "rows": counts}))
     return 0
 

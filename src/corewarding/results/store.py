@@ -23,6 +23,7 @@ from pathlib import Path
 
 import duckdb
 
+from corewarding.files import open_lock_file
 from corewarding.results.schema import check_readable, migrate
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ class StoreBusyError(TimeoutError):
 
 class StoreDamagedError(RuntimeError):
     """The store is not a DuckDB database, or DuckDB found a damaged block in it."""
+
+
+class LockFileError(StoreDamagedError):
+    """The store's lock file is a link, a hard link or not a regular file: never opened through, never truncated."""
 
 
 REPAIR = "restore it from a backup, or move it aside and run `corewarding results ingest` to build a new one"
@@ -86,10 +91,11 @@ def _open(path: Path, read_only: bool, timeout: float) -> duckdb.DuckDBPyConnect
             delay = min(delay * 2, 0.5)
 
 
-def lock_holder(lock_path: Path) -> str:
-    """What the writer holding ``lock_path`` wrote there: ``pid N: its command``; empty when unknown."""
+def lock_holder(fd: int) -> str:
+    """What the writer holding the lock file open at ``fd`` wrote there: ``pid N: its command``; empty when unknown.
+    Read through our own checked descriptor, never by path (which a link could point at another file)."""
     try:
-        text = lock_path.read_text(encoding="utf-8", errors="replace").strip()
+        text = os.pread(fd, 4096, 0).decode("utf-8", errors="replace").strip()
     except OSError:
         return ""
     return text.splitlines()[0] if text else ""
@@ -106,13 +112,13 @@ def _acquire(fd: int, lock_path: Path, timeout: float) -> None:
             pass
         waited = time.monotonic() - start
         if waited > timeout:
-            holder = lock_holder(lock_path) or "holder unknown"
+            holder = lock_holder(fd) or "holder unknown"
             raise StoreBusyError(
                 f"{lock_path}: another writer ({holder}) held it for over {timeout:.0f} s; "
                 "run again when it has finished, or wait longer with --lock-timeout"
             )
         if not told and waited >= NOTICE_AFTER:
-            holder = lock_holder(lock_path) or "holder unknown"
+            holder = lock_holder(fd) or "holder unknown"
             log.warning("%s: waiting up to %.0f s for another writer (%s)", lock_path, timeout, holder)
             told = True
         time.sleep(0.05)
@@ -120,9 +126,10 @@ def _acquire(fd: int, lock_path: Path, timeout: float) -> None:
 
 @contextmanager
 def _file_lock(path: Path, timeout: float) -> Iterator[None]:
-    """Hold ``<store>.lock`` exclusively, with this process's pid and command written in it while held."""
+    """Hold ``<store>.lock`` exclusively, with this process's pid and command written in it while held. The file is
+    opened without following a link and without truncating; only our checked descriptor is ever cut or written."""
     lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(lock_path, LockFileError)
     try:
         _acquire(fd, lock_path, timeout)
         try:

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from corewarding.files import open_lock_file
 from corewarding.grading.answers import last_boxed_only_string, strict_score
 from corewarding.rows import SYSTEM_PROMPT, ground_truth_of
 from corewarding.tiny.data import TinyDataset, make_tiny_dataset
@@ -228,13 +229,15 @@ def _build_lock(out_dir: Path) -> Iterator[None]:
     except ImportError:  # pragma: no cover - non-POSIX
         yield
         return
-    lock_path = out_dir.parent / f".{out_dir.name}.lock"
-    with open(lock_path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    fd = open_lock_file(out_dir.parent / f".{out_dir.name}.lock", RuntimeError)  # a planted link: refused
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def build_tiny_model(

@@ -18,18 +18,33 @@ from pathlib import Path
 
 from corewarding.run_folder import CHECKPOINTS, LATEST, STEP_PREFIX, VERL_TRACKER
 
+MAX_DEPTH = 32  # folders below a run folder (or its store copy) that a sync lists; a checkpoint file is ~6 deep
+
 
 class NotARegularFile(OSError):
     """A link, pipe or device where a run file or folder is expected: the store never follows or copies one (a link
-    in a run folder or in the store could read any file of the machine that syncs it)."""
+    in a run folder or in the store could read any file of the machine that syncs it). A hard link is refused too:
+    the file has other names, maybe outside the folder (``.venv``'s or a key's), whose content would be copied."""
+
+
+class TooDeep(OSError):
+    """Folders nested deeper than MAX_DEPTH: not listed, so a planted chain cannot exhaust the stack or the clock."""
+
+
+def too_deep(where: object) -> str:
+    """The one line that refuses a folder chain deeper than MAX_DEPTH."""
+    return f"{where}: folders nested deeper than {MAX_DEPTH} levels; refused"
 
 
 def refuse_special(path: Path) -> None:
-    """Raise ``NotARegularFile`` unless ``path`` is a regular file or a real folder (not followed if a link)."""
-    mode = path.lstat().st_mode
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        kind = "a link" if stat.S_ISLNK(mode) else "not a regular file"
+    """Raise ``NotARegularFile`` unless ``path`` is a regular file with one name or a real folder (not followed if a
+    link)."""
+    info = path.lstat()
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        kind = "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
         raise NotARegularFile(f"{path} is {kind}; run folders are synced without following links")
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise NotARegularFile(f"{path} is a hard link ({info.st_nlink} names); the store never copies one")
 
 
 POINTERS = (f"{CHECKPOINTS}/{LATEST}", f"{CHECKPOINTS}/{VERL_TRACKER}")
@@ -77,11 +92,14 @@ def sync_order(rel: str) -> tuple[int, int, str]:
 
 
 def local_files(run_dir: Path) -> dict[str, Path]:
-    """Every regular file of the folder by relative POSIX path, hidden folders not entered; a link or special file
-    (outside the hidden paths) is refused (``NotARegularFile``)."""
+    """Every regular file of the folder by relative POSIX path, hidden folders not entered; a link, a hard link or a
+    special file (outside the hidden paths) is refused (``NotARegularFile``), folders deeper than MAX_DEPTH too
+    (``TooDeep``, before they are entered)."""
     found: dict[str, Path] = {}
     for root, dirs, files in os.walk(run_dir):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if dirs and len(Path(root).relative_to(run_dir).parts) >= MAX_DEPTH:
+            raise TooDeep(too_deep(run_dir))
         for name in dirs:  # os.walk lists a link to a folder here and does not enter it
             refuse_special(Path(root) / name)
         for name in files:

@@ -19,11 +19,37 @@ from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.report import CellReport
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.store.run_sync import RunSyncer
-from corewarding.pipeline.store.transport import ArtifactStore, store_from_config
+from corewarding.pipeline.store.transport import ArtifactStore, StoreError, store_from_config
 
 log = logging.getLogger(__name__)
 
 _STORES: dict[str, ArtifactStore] = {}
+DATA_ROOTS = ("data", "artifacts")  # the checkout's folders a cell's data files may live in (runs/ holds run folders)
+_NEVER = frozenset({"..", ".venv", ".git", "site-packages", "dist-packages"})
+
+
+class DataPathError(StoreError):
+    """A cell's data file outside the checkout's data roots: a job never writes it (a config naming ``.venv/...`` would
+    otherwise have the worker install code from the store)."""
+
+
+def checkout_data_path(rel: Path, where: str = "a data file") -> Path:
+    """``rel`` when a job may share and write it: relative, and inside the checkout's ``data/`` or ``artifacts/``
+    folder once joined to the checkout (the working folder), with no hidden, ``..``, ``.venv``, ``.git`` or
+    ``site-packages`` part; else DataPathError naming the path and the rule."""
+    rel = Path(rel)
+    checkout = Path.cwd()
+    inside = Path(os.path.normpath(checkout / rel))
+    if (
+        rel.is_absolute()
+        or not any(inside.is_relative_to(checkout / root) and inside != checkout / root for root in DATA_ROOTS)
+        or any(part.startswith(".") or part in _NEVER for part in rel.parts)
+    ):
+        raise DataPathError(
+            f"{where}: {rel} is refused: a shared data file lies under the checkout's data/ or artifacts/ folder, "
+            "with no hidden, .., .venv, .git or site-packages part"
+        )
+    return rel
 
 
 def open_store(url: str) -> ArtifactStore:
@@ -49,8 +75,13 @@ def worker_name() -> str | None:
 
 
 def shared_paths(plans: Sequence[CellPlan]) -> list[Path]:
-    """The cells' data files that live inside the checkout (an absolute path is the user's own shared disk)."""
-    paths = {Path(p) for plan in plans for p in data_files(plan).values()}
+    """The cells' data files that live inside the checkout (an absolute path is the user's own shared disk); one
+    elsewhere than the checkout's data roots is refused (checkout_data_path)."""
+    paths = {
+        Path(p) if Path(p).is_absolute() else checkout_data_path(Path(p), f"{plan.cell_id} ({key})")
+        for plan in plans
+        for key, p in data_files(plan).items()
+    }
     outside = sorted(str(p) for p in paths if p.is_absolute())
     if outside:
         log.info("not shared through the store (absolute paths, expected on every worker): %s", ", ".join(outside))
@@ -59,7 +90,8 @@ def shared_paths(plans: Sequence[CellPlan]) -> list[Path]:
 
 def share_data_files(store: ArtifactStore, paths: Sequence[Path]) -> int:
     """Upload these data files (``shared_paths``) whose content the store does not hold yet; returns how many were
-    copied."""
+    copied. Every path is checked (checkout_data_path) before anything is copied."""
+    paths = [checkout_data_path(path) for path in paths]
     copied = 0
     for path in paths:
         if not path.is_file():
@@ -73,7 +105,8 @@ def share_data_files(store: ArtifactStore, paths: Sequence[Path]) -> int:
 
 
 def fetch_data_files(store: ArtifactStore, plan: CellPlan) -> int:
-    """Download the cell's data files that are missing here or differ from the parent's; returns how many."""
+    """Download the cell's data files that are missing here or differ from the parent's; returns how many. Only
+    files under the checkout's data roots are written (shared_paths refuses any other before anything is fetched)."""
     copied = 0
     for path in shared_paths([plan]):
         wanted = store.read_bytes(f"data/{path}.sha256")

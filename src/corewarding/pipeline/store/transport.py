@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from corewarding.files import file_sha256
+from corewarding.pipeline.store.local_disk import LocalDisk, StoreError
 from corewarding.pipeline.store.run_files import (
+    MAX_DEPTH,
     local_files,
     newest_step,
     older,
@@ -33,6 +36,7 @@ from corewarding.pipeline.store.run_files import (
     read_local,
     read_pointers,
     sync_order,
+    too_deep,
     travels,
     write_local,
 )
@@ -43,10 +47,6 @@ MANIFEST = ".manifest.json"
 STORE_SUBDIR = "corewarding"  # the store's folder under a DVC remote
 _INLINE_LIMIT = 64 * 2**20  # files up to this size are read once, then hashed and uploaded from the same bytes
 _CELL_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@+=-]*$")
-
-
-class StoreError(RuntimeError):
-    """A store operation failed; the message names the store URL or the local path."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ class ArtifactStore:
         except (ImportError, ValueError) as exc:
             raise StoreError(f"artifact store {self.url}: cannot open its filesystem ({exc})") from exc
         self.root = root.rstrip("/") or root
+        # A local store is resolved once and then used by that path, every part below it checked for links (see
+        # local_disk): a link retargeted after opening cannot redirect it. Other filesystems have no links.
+        self.disk: LocalDisk | None = None
+        if isinstance(self.fs, LocalFileSystem):
+            self.root = os.path.realpath(self.root)
+            self.disk = LocalDisk(self.url, self.root)
         self._digests: dict[Path, tuple[tuple[int, int], str]] = {}
         self._lock = threading.Lock()  # one sync at a time through this object (the syncer thread and its owner)
 
@@ -93,21 +99,33 @@ class ArtifactStore:
 
     def _cat(self, path: str) -> bytes | None:
         try:
+            if self.disk is not None:
+                return self.disk.read(path)
             self._refuse_special(path, self.fs.info(path))
             return bytes(self.fs.cat_file(path))
         except FileNotFoundError:
             return None
 
+    def _get(self, path: str, local: str) -> None:
+        """Copy a store file to a new local file (a local store's without following a link, see local_disk)."""
+        if self.disk is not None:
+            self.disk.copy_to(path, local)
+        else:
+            self.fs.get_file(path, local)
+
     def _refuse_special(self, path: str, info: dict[str, Any]) -> None:
         """A link (or a pipe, a device) in the store is never followed: whoever can write the store could otherwise
         have a worker copy any of its files (a token, a key) into a run and push it back."""
         if info.get("islink") or info.get("type") not in ("file", "directory"):
-            raise StoreError(f"{self.url}: {path} is a link or not a regular file; the store never follows one")
+            rel = path.removeprefix(self.root + "/")
+            raise StoreError(f"{self.url}: {rel} is a link or not a regular file; the store never follows one")
 
     def _put(self, source: Path | bytes, dest: str) -> None:
         """Copy a local file (or bytes) to ``dest`` through a temporary name beside it, then move it into place."""
         parent, name = dest.rsplit("/", 1)
         tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}"
+        if self.disk is not None:
+            self.disk.check(dest)
         self.fs.makedirs(parent, exist_ok=True)
         try:
             if isinstance(source, bytes):
@@ -121,14 +139,19 @@ class ArtifactStore:
             raise
 
     def _remote_sizes(self, base: str) -> dict[str, int]:
-        """Sizes of the files under ``base`` by relative path (empty when there is none)."""
+        """Sizes of the files under ``base`` by relative path (empty when there is none); a link, a hard link or a
+        special file is refused, and so is a folder chain deeper than MAX_DEPTH."""
+        if self.disk is not None:
+            return self.disk.sizes(base)
         try:
             found = self.fs.find(base, detail=True, withdirs=True)  # folders too: a link to one is listed, not entered
         except FileNotFoundError:
             return {}
+        prefix = base + "/"
         for path, info in found.items():
             self._refuse_special(path, info)
-        prefix = base + "/"
+            if info.get("type") == "directory" and path.removeprefix(prefix).count("/") >= MAX_DEPTH:
+                raise StoreError(too_deep(f"{self.url}/{base.removeprefix(self.root + '/')}"))
         return {
             p[len(prefix) :]: int(info["size"])
             for p, info in found.items()
@@ -182,8 +205,9 @@ class ArtifactStore:
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f".{local.name}.tmp-{uuid.uuid4().hex[:8]}")
         try:
-            self._refuse_special(self._path(rel), self.fs.info(self._path(rel)))
-            self.fs.get_file(self._path(rel), str(tmp))
+            if self.disk is None:  # a local store's file is checked as it is opened
+                self._refuse_special(self._path(rel), self.fs.info(self._path(rel)))
+            self._get(self._path(rel), str(tmp))
             os.replace(tmp, local)
         except FileNotFoundError as exc:
             raise StoreError(f"artifact store {self.url}: no file {rel}") from exc
@@ -192,8 +216,11 @@ class ArtifactStore:
 
     def has_run(self, cell_id: str) -> bool:
         """Whether a push of this cell has completed at least once (its manifest exists)."""
+        path = f"{self._run_path(cell_id)}/{MANIFEST}"
         try:
-            return bool(self.fs.exists(f"{self._run_path(cell_id)}/{MANIFEST}"))
+            if self.disk is not None:
+                self.disk.check(path)
+            return bool(self.fs.exists(path))
         except OSError as exc:
             raise StoreError(f"artifact store {self.url}: cannot check run {cell_id} ({exc})") from exc
 
@@ -305,7 +332,7 @@ class ArtifactStore:
             local.parent.mkdir(parents=True, exist_ok=True)
             tmp = local.parent / f".{local.name}.tmp-{uuid.uuid4().hex[:8]}"
             try:
-                self.fs.get_file(f"{base}/{rel}", str(tmp))
+                self._get(f"{base}/{rel}", str(tmp))
                 os.replace(tmp, local)
             finally:
                 tmp.unlink(missing_ok=True)

@@ -2,6 +2,8 @@
 
 ``fcntl.flock`` on ``.trainer.lock`` inside the folder: the kernel releases it when the holder exits or dies (even by
 SIGKILL), so a lock never outlives its process. The holder writes its PID into the file, for the refusal's message.
+The file is opened without following a link and without truncating (``open_lock_file``): a link planted in its place
+is refused, never written through.
 The file is hidden, so it never travels to the shared store. (flock is per machine; on NFS it may not lock.)
 """
 
@@ -14,16 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from corewarding.files import open_lock_file
 from corewarding.run_folder import LOCK
-from corewarding.training.errors import RunInUseError
+from corewarding.training.errors import RunInUseError, RunWriteError
 
 
-def _holder(path: Path, wait_s: float = 1.0) -> str:
-    """The PID in the lock file; the holder writes it just after locking, so an empty file is read again briefly."""
+def _holder(fd: int, wait_s: float = 1.0) -> str:
+    """The PID in the lock file open at ``fd``; the holder writes it just after locking, so an empty file is read
+    again briefly."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            text = path.read_text().strip()
+            text = os.pread(fd, 64, 0).decode(errors="replace").strip()
         except OSError:
             text = ""
         if text.isdigit() or time.monotonic() >= deadline:
@@ -36,13 +40,13 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir``'s lock inside the block; raise RunInUseError at once when another process holds it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock_file(path, RunWriteError)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise RunInUseError(
-                f"{run_dir} is in use by another trainer (pid {_holder(path)}); "
+                f"{run_dir} is in use by another trainer (pid {_holder(fd)}); "
                 "let it finish or stop it, then run the same command to resume"
             ) from None
         os.ftruncate(fd, 0)
