@@ -9,7 +9,6 @@ and its report at the end, whatever happened. The Prefect UI shows the cell's me
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,15 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from corewarding.pipeline.cells import plan_cell
-from corewarding.pipeline.job_checks import check_job, worker_store
+from corewarding.pipeline.job_checks import JobRefused, check_job, check_signature, worker_store
 from corewarding.pipeline.jobs import CellJob
+from corewarding.pipeline.pool_key import PoolKeyError, load_keys
 from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
 from corewarding.pipeline.store import sharing
 from corewarding.pipeline.versions import check_same, code_version, config_hash
+from corewarding.schemas import ConfigError, without_values
 from flows import tasks
+from flows.from_api import started_from_api
 
 
 def _artifact_key(cell_id: str) -> str:
@@ -39,9 +41,8 @@ def _run_name() -> str:
 
 
 def _started_by_worker() -> bool:
-    """Whether this cell run is the process's own flow run, started by a worker from a job that came through the
-    Prefect API (not a sub-flow of a pipeline run in this process, whose job this process made)."""
-    return os.environ.get("PREFECT__FLOW_RUN_ID") == str(flow_run.get_id())
+    """Whether this cell run came through the Prefect API (a worker's), not from a pipeline run in this process."""
+    return started_from_api()
 
 
 @flow(name="corewarding-cell", flow_run_name=_run_name)
@@ -49,11 +50,21 @@ def cell(cell_id: str, job: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
     """Train, evaluate and publish one cell; raises CellFailed (the run fails, naming the step) when a step failed,
     JobRefused or VersionMismatch (before any work) for a job that is not a parent's (docs/work-pool.md) or whose
     config or code is not this checkout's."""
-    spec = CellJob.from_parameters({**job, "cell_id": cell_id})
     from_api = _started_by_worker()
-    if from_api:  # before the config is composed: an override may not read this machine
+    if from_api:  # before anything is read from it: signed by the pool's key, every field allowed
+        try:
+            check_signature({**job, "cell_id": cell_id}, load_keys())
+        except PoolKeyError as exc:
+            raise JobRefused(f"{cell_id}: this worker has no usable pool key ({exc})") from None
+    spec = CellJob.from_parameters({**job, "cell_id": cell_id})
+    if from_api:
         check_job(spec, worker_store())
-    plan = plan_cell(spec.matrix, cell_id, spec.overrides)
+    try:
+        plan = plan_cell(spec.matrix, cell_id, spec.overrides)
+    except ConfigError as exc:  # a job run's message names the key and the rule, never a value (docs/work-pool.md)
+        if not from_api:
+            raise
+        raise ConfigError(f"{cell_id}: {without_values(str(exc))}") from None
     config, code = config_hash(plan.cfg), code_version(Path.cwd())
     if from_api:
         check_same(cell_id, spec.config_hash, spec.code_version, config, code, f"{sharing.worker_name()}")

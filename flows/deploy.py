@@ -18,6 +18,7 @@ from prefect.workers.process import ProcessWorker
 
 from corewarding.pipeline.settings import deployment_specs
 from corewarding.runtime.worker import CELL_ENGINE_COMMAND, ENTRYPOINTS, PIPELINE_ENGINE_COMMAND, PULL_STEP
+from corewarding.schemas import ConfigError
 from flows.cell import cell
 from flows.pipeline import pipeline
 
@@ -37,14 +38,11 @@ def _ensure_process_pool(name: str) -> None:
             log.info("created process work pool %s", name)
 
 
-def _deployment_kwargs(
-    name: str, spec: dict[str, Any], config: Sequence[str], cell_pool: str | None = None
-) -> dict[str, Any]:
-    parameters = dict(spec.get("parameters") or {})
-    if config:
-        parameters["config"] = [*parameters.get("config", []), *config]
+def _deployment_kwargs(name: str, spec: dict[str, Any], cell_pool: str | None = None) -> dict[str, Any]:
+    # the run names its schedule, nothing else: the checkout that runs it reads the rest from its own configs
+    parameters: dict[str, Any] = {"schedule": name}
     if cell_pool:
-        parameters.setdefault("work_pool", cell_pool)
+        parameters["work_pool"] = cell_pool
     return {
         "name": name,
         "description": spec.get("description"),
@@ -53,6 +51,20 @@ def _deployment_kwargs(
         "tags": ["corewarding"],
         "concurrency_limit": 1,  # a nightly run still going when the next is due is not doubled
     }
+
+
+def check_registration_config(config: Sequence[str]) -> None:
+    """``deploy --config`` may set a schedule's cron, timezone or description; a run's settings are the configs of
+    the checkout that runs it (a parameter on the server would be free-form input to every worker)."""
+    for override in config:
+        key = override.split("=", 1)[0].lstrip("+~")
+        parts = key.split(".")
+        if len(parts) != 3 or parts[0] != "deployments" or parts[2] not in ("cron", "timezone", "description"):
+            raise ConfigError(
+                f"deploy --config {ascii(key[:80])[1:-1]}: only deployments.<name>.cron, .timezone or .description "
+                "can be set here; a scheduled run takes its settings from configs/pipeline.yaml of the checkout "
+                "that runs it (edit deployments.<name>.parameters there)"
+            )
 
 
 def _on_pool(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +85,7 @@ def deploy_to_pool(
     """Register the scheduled pipeline deployments on ``work_pool`` and the cell deployment of each pool that runs
     cells (``work_pool``, and ``cell_pool`` whose workers then take the scheduled runs' cells); returns ids."""
 
+    check_registration_config(config)
     pools = list(dict.fromkeys([work_pool, *([cell_pool] if cell_pool else [])]))
     if create_pool:
         for pool in pools:
@@ -80,7 +93,7 @@ def deploy_to_pool(
     source = pipeline.from_source(source=str(root.resolve()), entrypoint=ENTRYPOINT)
     cell_source = cell.from_source(source=str(root.resolve()), entrypoint=CELL_ENTRYPOINT)
     deployments = [
-        source.to_deployment(**_on_pool(_deployment_kwargs(name, spec, config, cell_pool)), work_pool_name=work_pool)
+        source.to_deployment(**_on_pool(_deployment_kwargs(name, spec, cell_pool)), work_pool_name=work_pool)
         for name, spec in deployment_specs(config).items()
     ]
     cells = [
@@ -105,10 +118,7 @@ def deploy_to_pool(
 
 def serve(config: Sequence[str] = ()) -> None:
     """Register the configured deployments and run their flow runs in this process's children until stopped."""
-
+    check_registration_config(config)
     prefect_serve(
-        *(
-            pipeline.to_deployment(**_deployment_kwargs(name, spec, config))
-            for name, spec in deployment_specs(config).items()
-        )
+        *(pipeline.to_deployment(**_deployment_kwargs(name, spec)) for name, spec in deployment_specs(config).items())
     )

@@ -26,6 +26,7 @@ from prefect.states import Cancelled, Cancelling, Crashed, State
 
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.jobs import CellJob, cell_job
+from corewarding.pipeline.pool_key import load_keys
 from corewarding.pipeline.report import CellFailed, CellReport
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.store import sharing
@@ -141,12 +142,14 @@ def run_on_pool(plans: list[CellPlan], settings: PipelineSettings, store_url: st
     only from a report that its own flow run of this pipeline run wrote."""
     assert settings.work_pool and store_url
     code = code_version(Path.cwd())  # the parent's checkout: a worker with other code or config refuses the cell
+    key = load_keys()[0]  # each job signed: a worker runs no other (docs/work-pool.md#the-pool-key)
     active: dict[str, _Attempt] = {}
     watch = LeaseWatch(settings.lease_timeout_s)
     reports: list[CellReport] = []
     try:
         for plan in plans:  # inside the try: an interrupt between two submissions cancels the runs made so far
-            active[plan.cell_id] = _submit(plan, cell_job(plan, settings, store_url, code), settings.work_pool, 1)
+            job = cell_job(plan, settings, store_url, code).signed(key)
+            active[plan.cell_id] = _submit(plan, job, settings.work_pool, 1)
         with get_client(sync_client=True) as client:  # one client, one request per look: the server serves workers
             while active:
                 time.sleep(settings.poll_s)

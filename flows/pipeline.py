@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from corewarding.pipeline.cells import CellPlan, all_data_stages, data_groups, plan_cells
 from corewarding.pipeline.jobs import cell_job
@@ -21,6 +22,7 @@ from corewarding.pipeline.settings import PipelineSettings, load_settings, shoul
 from corewarding.pipeline.store import sharing
 from flows import fanout, tasks
 from flows.cell import cell
+from flows.from_api import scheduled_settings, started_from_api
 
 
 def _run_here(plans: list[CellPlan], settings: PipelineSettings) -> list[CellReport]:
@@ -49,13 +51,19 @@ def pipeline(
     force_evaluate: bool | None = None,
     work_pool: str | None = None,
     config: list[str] | None = None,
+    schedule: str | None = None,
 ) -> dict[str, Any]:
-    """Run the selected cells of a matrix (``configs/pipeline.yaml`` holds the defaults of every parameter)."""
-    settings = load_settings(
-        config or [], matrix=matrix, methods=methods, base_models=base_models, datasets=datasets, cells=cells,
-        steps=steps, overrides=overrides, eval_overrides=eval_overrides, push=push, force_evaluate=force_evaluate,
-        work_pool=work_pool,
-    )  # fmt: skip
+    """Run the selected cells of a matrix (``configs/pipeline.yaml`` holds the defaults of every parameter). A run
+    started through the Prefect API (a schedule's) takes only ``schedule`` (a name of ``configs/pipeline.yaml:
+    deployments``) and ``work_pool``; its settings come from this checkout's configs."""
+    if started_from_api():
+        settings = scheduled_settings(dict(flow_run.get_parameters()))
+    else:
+        settings = load_settings(
+            config or [], matrix=matrix, methods=methods, base_models=base_models, datasets=datasets, cells=cells,
+            steps=steps, overrides=overrides, eval_overrides=eval_overrides, push=push, force_evaluate=force_evaluate,
+            work_pool=work_pool,
+        )  # fmt: skip
     plans = plan_cells(settings.selection, settings.overrides, settings.eval_overrides)
     store_url = sharing.store_url(settings, Path.cwd())
     report = PipelineReport(settings.selection.matrix, [])

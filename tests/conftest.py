@@ -17,6 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for _machine_key in ("COREWARDING_POOL_KEY", "COREWARDING_POOL_KEY_FILE"):  # a test makes its own pool key, if any
+    os.environ.pop(_machine_key, None)
 # Two test processes share the cores: one torch thread each (and in every subprocess), no oversubscription.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))

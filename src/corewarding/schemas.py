@@ -11,6 +11,7 @@ config. Bottom floor: nothing of the package is imported here.
 from __future__ import annotations
 
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -25,6 +26,18 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names the key."""
+
+
+_KEY = re.compile(r"[A-Za-z0-9_.@/\[\]-]{1,200}")
+
+
+def without_values(message: str) -> str:
+    """A ConfigError's message with only its key and its rule (``optimizer.lr: must be finite and > 0``): what a
+    work pool's job run may say, since a value may have been read from the machine's environment."""
+    found = _KEY.match(message)
+    key = found.group(0) if found else "a config key"
+    rule = message.rsplit(": must be ", 1)[1].split(", got ", 1)[0] if ": must be " in message else None
+    return f"{key}: must be {rule}" if rule else f"{key}: not valid (the value is not shown for a job run)"
 
 
 @dataclass(frozen=True)

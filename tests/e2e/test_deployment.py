@@ -39,27 +39,36 @@ def test_deploy_trigger_and_a_worker_runs_the_tiny_pipeline_into_duckdb(server: 
     if not dvc_bin().exists():
         pytest.skip("dvc is not installed in this environment")
     clone = clone_project(tmp_path)
+    # the machine that runs the schedule reads its settings from its own checkout's configs, not from the server
+    pipeline_yaml = clone / "configs" / "pipeline.yaml"
+    text = pipeline_yaml.read_text()
+    assert "parameters: {matrix: paper, push: true}" in text
+    demo = f"parameters: {{matrix: demo, cells: [{CELL}], push: false}}"
+    pipeline_yaml.write_text(text.replace("parameters: {matrix: paper, push: true}", demo, 1))
     out = _run([str(BIN / "corewarding"), "deploy", "--work-pool", "cpu-pool", "--root", str(clone)], server, clone)
     assert "corewarding worker --pool cpu-pool --limit 1" in out  # the cell machines; Prefect's worker runs it too
 
-    trigger = f"""
+    trigger = """
 import json
 from prefect import get_client
 from prefect.deployments import run_deployment
 with get_client(sync_client=True) as client:
-    deployments = {{d.name: d for d in client.read_deployments()}}
-run = run_deployment("corewarding-pipeline/nightly", timeout=0,
-                     parameters={{"matrix": "demo", "cells": ["{CELL}"], "push": False}})
-print(json.dumps({{"run": str(run.id),
-  "schedules": {{n: [s.schedule.cron for s in d.schedules] for n, d in deployments.items()}},
-  "pull_steps": {{n: d.pull_steps for n, d in deployments.items()}},
-  "commands": {{n: (d.job_variables or {{}}).get("command") for n, d in deployments.items()}},
-  "pools": sorted({{d.work_pool_name for d in deployments.values()}})}}))
+    deployments = {d.name: d for d in client.read_deployments()}
+run = run_deployment("corewarding-pipeline/nightly", timeout=0)  # what the schedule does: no parameters of its own
+print(json.dumps({"run": str(run.id),
+  "parameters": {n: d.parameters for n, d in deployments.items()},
+  "schedules": {n: [s.schedule.cron for s in d.schedules] for n, d in deployments.items()},
+  "pull_steps": {n: d.pull_steps for n, d in deployments.items()},
+  "commands": {n: (d.job_variables or {}).get("command") for n, d in deployments.items()},
+  "pools": sorted({d.work_pool_name for d in deployments.values()})}))
 """
     info = json.loads(_run([sys.executable, "-c", trigger], server, clone).strip().splitlines()[-1])
     # The two schedules, and the cell deployment (named after its pool) that the pool's workers run cells from.
     assert info["schedules"] == {"nightly": ["0 2 * * *"], "weekly-eval": ["0 6 * * 0"], "cpu-pool": []}
     assert info["pools"] == ["cpu-pool"]
+    # a scheduled run carries its schedule's name and nothing a worker would take as settings
+    assert info["parameters"] == {"nightly": {"schedule": "nightly"}, "weekly-eval": {"schedule": "weekly-eval"},
+                                  "cpu-pool": {}}  # fmt: skip
     # Every deployment runs in the worker's own checkout, not at the deploying machine's path.
     assert set(map(json.dumps, info["pull_steps"].values())) == {json.dumps([{PULL_STEP: {}}])}
     # Every run starts Prefect's engine once, through our wrapper that loads the platform's flow from the checkout.

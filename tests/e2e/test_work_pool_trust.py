@@ -1,14 +1,19 @@
 """The work pool's trust boundary, tried the way it was found: a real Prefect server with authentication, the
-platform's deployments, real workers in their own checkouts, and hostile flow runs made through the Prefect API
-(a changed command, an environment, a hand-made job, an interpolation that reads the worker's environment, another
-store, a deployment whose pull step runs a script). Each is refused with one line and nothing runs; a worker whose
-checkout runs other code leaves the cell to another worker without spending its attempts."""
+platform's deployments, real workers in their own checkouts, and hostile flow runs made through the Prefect API by
+whoever holds its auth string but not the pool's key: a changed command or environment, unsigned and badly signed
+jobs, a made-up code version, a data path into the worker's venv, escaped interpolations that would read its
+environment, another store, a scheduled run with free-form parameters, a deployment whose pull step runs a script.
+Each is refused with one line and nothing runs (a marker file), nothing leaks (a canary environment variable is in no
+flow run state, worker log or server database) and the worker goes on; a worker whose checkout runs other code
+leaves a signed cell to another worker without stopping or spending an attempt."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from corewarding.pipeline.versions import code_version
 from tests.support.prefect_server import kill_tree, prefect_server
 from tests.support.repo import clone_project, dvc_bin
 
 BIN = Path(sys.executable).parent
 CELL = "gt_grpo__tiny__tiny"
 AUTH = "corewarding:pool-secret"
+CANARY = "hf_canary_Zq81xT"  # stands for a token in the worker's environment
 
 # Made through the API by whoever reaches it: flow runs of the cell deployment, each as the script's JSON says;
 # waits until every one has ended and prints {name: [state, message]}.
@@ -30,13 +37,20 @@ import json, sys, time
 from prefect import get_client
 from prefect.client.schemas.actions import DeploymentUpdate
 from prefect.deployments import run_deployment
+from corewarding.pipeline.pool_key import load_keys, sign
 cases, pull_script = json.loads(sys.argv[1]), sys.argv[2]
 with get_client(sync_client=True) as client:
     if pull_script:
         deployment = client.read_deployment_by_name("corewarding-cell/cpu-pool")
         steps = [{"prefect.deployments.steps.run_shell_script": {"script": pull_script}}]
         client.update_deployment(deployment.id, DeploymentUpdate(pull_steps=steps))
-    ids = {name: run_deployment("corewarding-cell/cpu-pool", timeout=0, **kw).id for name, kw in cases.items()}
+    ids = {}
+    for name, kw in cases.items():
+        job = kw.get("parameters", {}).get("job")
+        if kw.pop("sign", False):  # as a parent holding the pool's key would: the allow-list must still refuse it
+            job["signature"] = sign({**job, "cell_id": kw["parameters"]["cell_id"]}, load_keys()[0])
+        deployment = kw.pop("deployment", "corewarding-cell/cpu-pool")
+        ids[name] = run_deployment(deployment, timeout=0, **kw).id
     ended, deadline = {}, time.monotonic() + 240
     while len(ended) < len(ids) and time.monotonic() < deadline:
         for name, run_id in ids.items():
@@ -58,7 +72,7 @@ def _worker(name: str, checkout: Path, store: Path, env: dict[str, str], log: Pa
     return subprocess.Popen(
         [str(BIN / "corewarding"), "worker", "--pool", "cpu-pool", "--limit", "1", "--name", name,
          "--store", str(store)],
-        env={**env, "COREWARDING_ROOT": str(checkout), "COREWARDING_WORKER": name},
+        env={**env, "COREWARDING_ROOT": str(checkout), "COREWARDING_WORKER": name, "COREWARDING_TEST_CANARY": CANARY},
         cwd=checkout, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 
@@ -82,6 +96,19 @@ def _unpack(pool: dict[str, object]) -> tuple[dict[str, str], Path, Path]:
     return env, parent, store
 
 
+def _wait_for(log: Path, words: str, proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The log's text once it contains ``words`` (a failure naming the log if the process ends or time runs out)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if words in text:
+            return text
+        if proc.poll() is not None:
+            pytest.fail(f"the worker ended ({proc.returncode}): {text[-3000:]}")
+        time.sleep(0.5)
+    pytest.fail(f"{words!r} not in {log} after {timeout:.0f} s: {log.read_text()[-3000:]}")
+
+
 def _submit(env: dict[str, str], cwd: Path, cases: dict[str, object], pull_script: str = "") -> dict[str, list[str]]:
     out = _run([sys.executable, "-c", SUBMIT, json.dumps(cases), pull_script], env, cwd, timeout=300)
     return dict(json.loads(out.strip().splitlines()[-1]))
@@ -99,28 +126,54 @@ def test_hostile_runs_through_the_api_are_refused_and_nothing_runs(tmp_path: Pat
     pwned, attacker = tmp_path / "pwned", tmp_path / "attacker-store"
     pwned.mkdir()
     attacker.mkdir()
-    worker = _worker("w1", clone_project(tmp_path / "w1"), store, env, tmp_path / "w1.log")
-    job = {"matrix": "demo", "store_url": str(store), "config_hash": "0123456789abcdef", "code_version": "c0ffee"}
+    checkout = clone_project(tmp_path / "w1")
+    # the store's data/ holds a .pth that would run at the next Python start, with its hash, as the parent shares data
+    pth = ".venv/lib/python3.11/site-packages/zz.pth"
+    payload = f"import pathlib; pathlib.Path({str(pwned / 'pth')!r}).touch()\n".encode()
+    (store / "data" / Path(pth).parent).mkdir(parents=True)
+    (store / "data" / pth).write_bytes(payload)
+    (store / "data" / f"{pth}.sha256").write_text(hashlib.sha256(payload).hexdigest())
+    worker = _worker("w1", checkout, store, env, tmp_path / "w1.log")
+    code = code_version(checkout)  # read from an earlier run's parameters, as any API client can
+    job = {"matrix": "demo", "store_url": str(store), "config_hash": "0123456789abcdef", "code_version": code}
     cell = {"cell_id": CELL, "job": job}
+    escaped = r"$\{oc.env:COREWARDING_TEST_CANARY\}"  # no "${": Hydra would unescape it and resolve it
+
+    def signed(**change: object) -> dict[str, object]:
+        return {"parameters": {"cell_id": CELL, "job": {**job, **change}}, "sign": True}
+
     cases = {
         "command": {"parameters": cell, "job_variables": {"command": f"touch {pwned}/command"}},
         "env": {"parameters": cell, "job_variables": {"env": {"PYTHONSTARTUP": str(pwned / "x.py")}}},
         "working_dir": {"parameters": cell, "job_variables": {"working_dir": str(pwned)}},
-        "no versions": {"parameters": {"cell_id": CELL, "job": {**job, "config_hash": "", "code_version": ""}}},
-        "env leak": {"parameters": {"cell_id": CELL, "job": {**job, "overrides": ["+leak=${oc.env:PREFECT_API_URL}"]}}},
-        "attacker store": {"parameters": {"cell_id": CELL, "job": {**job, "store_url": str(attacker)}}},
-        "unknown key": {"parameters": {"cell_id": CELL, "job": {**job, "command": "touch x"}}},
-    }
+        "unsigned": {"parameters": cell},
+        "made-up code": {"parameters": {"cell_id": CELL, "job": {**job, "code_version": "deadbeef0000/py-00000000"}}},
+        "bad signature": {"parameters": {"cell_id": CELL, "job": {**job, "signature": "0" * 64}}},
+        "pth": signed(overrides=[f"dataset.val_files={pth}"]),
+        "escaped env": signed(overrides=[f"+x={escaped}"]),
+        "escaped seed": signed(overrides=[f"seed={escaped}"]),
+        "escaped eval": signed(eval_overrides=[r"generation=$\{now:%s\}"]),
+        "attacker store": signed(store_url=str(attacker)),
+        "unknown key": signed(command="touch x"),
+        "scheduled free-form": {"deployment": "corewarding-pipeline/nightly",
+                                "parameters": {"matrix": "demo", "overrides": [f"+x={escaped}"]}},
+    }  # fmt: skip
     try:
         ended = _submit(env, parent, cases)
         reasons = {
             "command": "is not one of the platform's engine commands",
             "env": "job variables env are not accepted",
             "working_dir": "job variables working_dir are not accepted",
-            "no versions": "has no config hash or code version",
-            "env leak": "interpolation is not accepted",
-            "attacker store": f"names store {attacker}, not this worker's store {store}",
-            "unknown key": "unknown key(s) command",
+            "unsigned": "the job is not signed with the pool's key",
+            "made-up code": "the job is not signed with the pool's key",  # refused: it stops no worker
+            "bad signature": "signature does not verify",
+            "pth": "override 1 (dataset.val_files): a work pool's job may set only",
+            "escaped env": "override 1 (+x): a work pool's job may set only",
+            "escaped seed": "override 1 (seed): must be a whole number",
+            "escaped eval": "evaluation override 1 (generation): must be one of transformers, vllm",
+            "attacker store": "names a store other than this worker's",
+            "unknown key": "its fields are not a cell job's",
+            "scheduled free-form": "pipeline run parameters matrix, overrides: a scheduled run carries only",
         }
         assert sorted(ended) == sorted(cases), ended
         for name, (state, message) in ended.items():
@@ -134,7 +187,14 @@ def test_hostile_runs_through_the_api_are_refused_and_nothing_runs(tmp_path: Pat
         kill_tree(worker.pid)
     assert list(pwned.iterdir()) == [] and list(attacker.iterdir()) == []  # nothing ran, nothing was sent
     assert not (store / "runs").exists()  # and nothing trained
-    assert (tmp_path / "w1.log").read_text().count("refused by worker w1") == len(cases) + 1
+    assert not (checkout / ".venv").exists()  # the .pth never left the store
+    log = (tmp_path / "w1.log").read_text()
+    assert log.count("refused by worker w1") == len(cases) + 1
+    # the canary is in no state the API serves, no worker log, no byte of the server's database
+    assert CANARY not in json.dumps(ended) and CANARY not in log
+    server_files = [p for p in (tmp_path / "server-home").rglob("*") if p.is_file()]
+    assert any(p.name.startswith("prefect.db") for p in server_files)
+    assert not [p for p in server_files if CANARY.encode() in p.read_bytes()]
 
 
 @pytest.mark.slow
@@ -155,14 +215,11 @@ def test_a_worker_with_other_code_leaves_the_cell_to_another_without_spending_an
     first = _worker("stale", stale, store, env, tmp_path / "stale.log")
     good: subprocess.Popen[bytes] | None = None
     try:
-        try:
-            status = first.wait(timeout=240)  # it sees the cell, leaves it, and stops
-        except subprocess.TimeoutExpired:
-            pytest.fail("the stale worker kept running: " + (tmp_path / "stale.log").read_text()[-3000:])
-        said = (tmp_path / "stale.log").read_text()
-        assert status == 3 and "worker stale stops taking runs" in said and "is left to the other workers" in said
+        said = _wait_for(tmp_path / "stale.log", "leaves cell run", first, timeout=240)
+        assert f"worker stale leaves cell run {CELL} to the other workers: {CELL}: the parent runs code" in said, said
         good = _worker("good", clone_project(tmp_path / "good"), store, env, tmp_path / "good.log")
         out, err = run.communicate(timeout=400)
+        assert first.poll() is None  # it left the cell and went on serving the pool
     finally:
         for proc in (first, good, run):
             if proc is not None:

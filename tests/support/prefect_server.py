@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 
+from corewarding.pipeline.pool_key import KEY_FILE_VARIABLE, create_key
 from tests.support.net import free_port, wait_healthy
 
 BIN = Path(sys.executable).parent
@@ -22,7 +23,7 @@ def prefect_server(home: Path, database_url: str | None = None, auth: str | None
     """``prefect server start`` with its own home, its database in that home (SQLite, Prefect's default) or at
     ``database_url`` (PostgreSQL: tests/support/postgres.py), and with ``auth`` ("user:password") every API request
     must carry those credentials (as a work pool's server must: docs/work-pool.md); yields the environment that
-    points at it (with the credentials, as a client's)."""
+    points at it (with the credentials and the pool's signing key, as a client's)."""
     port = free_port()
     env = {
         **os.environ,
@@ -39,6 +40,11 @@ def prefect_server(home: Path, database_url: str | None = None, auth: str | None
     server_env = {**env, "PREFECT_SERVER_API_AUTH_STRING": auth} if auth else env
     if auth:
         env["PREFECT_API_AUTH_STRING"] = auth
+    # the pool's signing key, on the clients only (submitters and workers): the server never holds it
+    key_file = home / "pool.key"
+    if not key_file.exists():
+        create_key(key_file)
+    env[KEY_FILE_VARIABLE] = str(key_file)
     log = (home / "server.log").open("w")
     proc = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],

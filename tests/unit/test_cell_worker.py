@@ -93,7 +93,7 @@ def _workers(client: SyncPrefectClient, pool: str) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_corewarding_worker_takes_the_pool_and_stops_on_ctrl_c(api: str, sig: signal.Signals) -> None:
-    env = {**os.environ, "PREFECT_API_URL": api}
+    env = {**os.environ, "PREFECT_API_URL": api, "COREWARDING_POOL_KEY": "7d" * 32}  # a worker needs the pool's key
     pool = f"stop-pool-{sig.name.lower()}"
     command = [str(BIN / "corewarding"), "worker", "--pool", pool, "--limit", "1", "--name", "w1", "--create-pool"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -64,6 +64,7 @@ def test_cancel_runs_cancels_waiting_runs_asks_running_ones_and_leaves_finished_
 def test_an_interrupt_between_two_submissions_cancels_the_runs_made_so_far(
     api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COREWARDING_POOL_KEY", "6b" * 32)  # the parent signs each cell job with the pool's key
     deploy_to_pool("fanout-pool", REPO)
     store = "/nowhere/store"  # never reached: no cell run starts
     settings = load_settings([f"store.url={store}"], matrix="demo", work_pool="fanout-pool")

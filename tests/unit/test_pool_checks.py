@@ -20,6 +20,7 @@ from prefect.client.schemas.actions import WorkPoolCreate
 from corewarding.cli import main
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
+from corewarding.pipeline.pool_key import KEY_VARIABLE
 from corewarding.pipeline.settings import load_settings
 from corewarding.pipeline.versions import code_version, config_hash
 from corewarding.runtime.pool_checks import answers_without_auth, warn_if_open
@@ -30,6 +31,13 @@ from tests.support.net import free_port
 from tests.support.repo import REPO
 
 POOL = "checks-pool"
+KEY = "4e" * 31 + "a1"  # this machine's pool key (the tests that need none delete it)
+CANARY = "hf_canary_4Kp9"
+
+
+@pytest.fixture(autouse=True)
+def pool_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +130,7 @@ def test_a_worker_whose_config_differs_refuses_the_cell_naming_both_versions(
     settings = load_settings([], matrix="demo", cells=["gt_grpo__tiny__tiny"])
     plan = plan_cells(settings.selection)[0]
     worker = tmp_path / "worker"  # the worker's checkout: one config value edited (same code version: not in git)
-    job = cell_job(plan, settings, None, code_version(worker))  # the parent's resolved config hash
+    job = cell_job(plan, settings, None, code_version(worker)).signed(bytes.fromhex(KEY))  # the parent's config hash
     shutil.copytree(REPO / "configs", worker / "configs")
     config = worker / "configs" / "config.yaml"
     text = config.read_text()
@@ -144,8 +152,45 @@ def test_a_worker_whose_config_differs_refuses_the_cell_naming_both_versions(
 def test_parent_on_a_pool_refuses_an_override_that_would_read_the_workers_machine(
     api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _run("--work-pool", POOL, "--config", f"store.url={tmp_path}", "+leak=${oc.env:HF_TOKEN}")
-    _one_line_error(capsys, code, "'+leak=${oc.env:HF_TOKEN}': interpolation is not accepted", "workers refuse it")
+    code = _run("--work-pool", POOL, "--config", f"store.url={tmp_path}", r"+leak=$\{oc.env:" + CANARY + r"\}")
+    line = _one_line_error(capsys, code, "override 1 (+leak): a work pool's job may set only", "what-a-job-may-change")
+    assert CANARY not in line
+
+
+def test_parent_worker_and_deploy_without_a_pool_key_say_how_to_make_one(
+    api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(KEY_VARIABLE)
+    _one_line_error(
+        capsys, _run("--work-pool", POOL, "--config", f"store.url={tmp_path}"), "corewarding pool-key create"
+    )
+    _one_line_error(capsys, main(["worker", "--pool", POOL]), "worker --pool checks-pool: no pool key")
+    _one_line_error(capsys, main(["deploy", "--work-pool", POOL]), "deploy --work-pool: no pool key")
+    assert not list(tmp_path.iterdir())  # nothing was started or written
+
+
+def test_a_job_runs_config_error_names_the_key_and_rule_never_the_environments_value(
+    api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's own config reads its environment (here a canary standing for a token) and gets a value that
+    cannot work: the run fails naming the key and the rule; the value is in neither its state nor its logs."""
+    settings = load_settings([], matrix="demo", cells=["gt_grpo__tiny__tiny"])
+    plan = plan_cells(settings.selection)[0]
+    worker = tmp_path / "worker"
+    job = cell_job(plan, settings, None, code_version(worker)).signed(bytes.fromhex(KEY))
+    shutil.copytree(REPO / "configs", worker / "configs")
+    config = worker / "configs" / "config.yaml"
+    text = config.read_text()
+    assert "\nbackend: local" in text
+    config.write_text(text.replace("\nbackend: local", "\nbackend: ${oc.env:COREWARDING_TEST_CANARY}", 1))
+    monkeypatch.setenv("COREWARDING_TEST_CANARY", CANARY)
+    monkeypatch.chdir(worker)
+    monkeypatch.setattr(cell_flow, "_started_by_worker", lambda: True)
+    state = cell(plan.cell_id, job.to_parameters(), return_state=True)  # type: ignore[call-overload]
+    assert state.is_failed()
+    message = str(state.message)
+    assert "backend: must be one of local, verl" in message and CANARY not in message, message
+    assert not (worker / "runs").exists()
 
 
 def _own_address() -> str | None:
@@ -212,3 +257,31 @@ def test_deploy_to_a_server_that_is_down_is_one_line(
     down = f"http://127.0.0.1:{free_port()}/api"
     monkeypatch.setenv("PREFECT_API_URL", down)
     _one_line_error(capsys, main(["deploy", "--work-pool", POOL]), f"the Prefect server at {down} does not answer")
+
+
+def test_a_cell_run_from_the_api_checks_the_signature_itself(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started by Prefect's plain worker (no vetting), the cell run still refuses a job the pool's key did not sign,
+    before anything is composed or written."""
+    settings = load_settings([], matrix="demo", cells=["gt_grpo__tiny__tiny"])
+    plan = plan_cells(settings.selection)[0]
+    job = cell_job(plan, settings, None, code_version(REPO))
+    monkeypatch.setattr(cell_flow, "_started_by_worker", lambda: True)
+    for unsigned in (job, job.signed(bytes.fromhex("11" * 32))):
+        state = cell(plan.cell_id, unsigned.to_parameters(), return_state=True)  # type: ignore[call-overload]
+        assert state.is_failed() and "gt_grpo__tiny__tiny: the job" in str(state.message), state.message
+        assert "signed" in str(state.message) or "signature" in str(state.message)
+
+
+def test_a_scheduled_run_from_the_api_refuses_parameters_of_its_own(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline run started through the API (a schedule's, served or on a worker) takes only its schedule's name;
+    an override it carries is refused before any step."""
+    from flows import pipeline as pipeline_flow
+
+    monkeypatch.setattr(pipeline_flow, "started_from_api", lambda: True)
+    state = pipeline_flow.pipeline(  # type: ignore[call-overload]
+        schedule="nightly", matrix="demo", overrides=[f"+x={CANARY}"], return_state=True
+    )
+    assert state.is_failed()
+    message = str(state.message)
+    assert "pipeline run parameters matrix, overrides: a scheduled run carries only" in message, message
+    assert CANARY not in message

@@ -23,7 +23,7 @@ from corewarding.pipeline.audit import AUDIT_STEP
 from corewarding.pipeline.audit_plan import as_rows, estimate, format_estimate
 from corewarding.pipeline.cells import selected_cells
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
-from corewarding.runtime.pool_checks import check_pipeline, require_api_url
+from corewarding.runtime.pool_checks import check_job_overrides, check_pipeline, require_api_url, require_pool_key
 from corewarding.runtime.prefect_session import prefect_api
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ def _audit(args: argparse.Namespace) -> int:
     settings = load_settings(**kwargs)  # type: ignore[arg-type]  # a typo fails here, before Prefect starts
     if settings.work_pool:
         require_api_url(f"--work-pool {settings.work_pool}")
+        require_pool_key(f"--work-pool {settings.work_pool}")  # the checkpoint jobs are signed with it
+        check_job_overrides(settings.overrides, settings.eval_overrides)
     try:
         with interruptible(), prefect_api(Path.cwd()) as api_url:
             if settings.work_pool:

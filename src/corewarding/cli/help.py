@@ -14,7 +14,7 @@ USER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("orchestration", ("pipeline",)),
 )
 # What the pipeline's own parts call: DVC stages, work-pool machines, the Prefect server's set-up.
-INTERNAL = ("cell", "worker", "deploy")
+INTERNAL = ("cell", "worker", "deploy", "pool-key")
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "train": (
@@ -53,6 +53,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "cell": ("corewarding cell train gt_grpo__tiny__tiny --matrix demo",),
     "worker": ("corewarding worker --pool gpu --limit 1 --store /mnt/shared/corewarding",),
     "deploy": ("corewarding deploy --work-pool gpu",),
+    "pool-key": ("corewarding pool-key create ~/.config/corewarding/pool.key",),
 }
 
 GROUP_OVERRIDES = "method=co_rewarding_2 base_model=qwen3-8b-base dataset=math backend=verl"
@@ -83,6 +84,7 @@ def overview() -> str:
         f"  {'cell':{width}s}  one step of one matrix cell (what `dvc repro` runs)",
         f"  {'worker':{width}s}  a work pool's worker for this machine",
         f"  {'deploy':{width}s}  register the scheduled deployments with the Prefect server",
+        f"  {'pool-key':{width}s}  create the work pool's signing key (jobs a worker runs are signed with it)",
         "",
         "start here: make demo (the CPU pipeline), then `corewarding dashboard`; each command's --help has examples.",
     ]

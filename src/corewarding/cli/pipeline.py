@@ -25,14 +25,16 @@ from corewarding.pipeline.cells import (
     selected_cells,
 )
 from corewarding.pipeline.dvc import add_cells_to_params, add_data_stages
-from corewarding.pipeline.job_checks import STORE_VARIABLE, JobRefused, check_overrides
+from corewarding.pipeline.job_checks import STORE_VARIABLE
 from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
 from corewarding.runtime.pool_checks import (
     PoolError,
+    check_job_overrides,
     check_pipeline,
     check_pool,
     check_server,
     require_api_url,
+    require_pool_key,
     warn_if_open,
 )
 from corewarding.runtime.prefect_session import prefect_api
@@ -69,7 +71,8 @@ def _preflight(args: argparse.Namespace) -> Any:
     )  # fmt: skip
     if settings.work_pool:  # what crosses to another machine is a value, never a lookup on it
         require_api_url(f"--work-pool {settings.work_pool}")
-        _check_pool_overrides(settings)
+        require_pool_key(f"--work-pool {settings.work_pool}")  # the cell jobs are signed with it
+        check_job_overrides(settings.overrides, settings.eval_overrides)
     matrix = load_matrix(settings.selection.matrix)
     cells = selected_cells(matrix, settings.selection)
     if cells:  # none selected: the flow itself names the problem
@@ -106,14 +109,6 @@ def _run(args: argparse.Namespace) -> int:
     except Interrupted as stop:  # its cell runs cancelled, the private server stopped
         print(resume_hint(_resume_command(sys.argv[1:])), file=sys.stderr)
         return stop.exit_code
-
-
-def _check_pool_overrides(settings: Any) -> None:
-    try:
-        check_overrides(settings.overrides, "override")
-        check_overrides(settings.eval_overrides, "evaluation override")
-    except JobRefused as refused:
-        raise PoolError(f"{refused} (a work pool's workers refuse it)") from None
 
 
 def _run_flow(args: argparse.Namespace) -> int:
@@ -167,6 +162,7 @@ def _deploy(args: argparse.Namespace) -> int:
         deploy.serve(args.config)
         return 0
     api_url = require_api_url("deploy --work-pool")  # the schedules must live on the server that runs them
+    require_pool_key("deploy --work-pool")  # its scheduled runs sign their cells on the worker that runs them
     check_server(api_url)
     ids = deploy.deploy_to_pool(args.work_pool, Path(args.root), args.config, cell_pool=args.cell_pool)
     warn_if_open(api_url)
@@ -199,6 +195,7 @@ def _worker(args: argparse.Namespace) -> int:
     api_url = _api_url()
     if not api_url:
         raise PoolError("PREFECT_API_URL is not set: a worker needs the pool's Prefect server")
+    require_pool_key(f"worker --pool {args.pool}")  # it runs only cell jobs signed with it
     check_server(api_url)
     warn_if_open(api_url)
     if not args.create_pool:  # Prefect's worker would create a misspelt pool and wait on it forever
@@ -210,6 +207,16 @@ def _worker(args: argparse.Namespace) -> int:
     print(f"worker for pool {args.pool} in {root}, store {store or 'none (cells with a store are refused)'}",
           file=sys.stderr)  # fmt: skip
     return start(args.pool, args.limit, args.name, checkout=root)
+
+
+def _pool_key(args: argparse.Namespace) -> int:
+    from corewarding.pipeline.pool_key import KEY_FILE_VARIABLE, create_key
+
+    path = Path(args.path).expanduser()
+    key_id = create_key(path)
+    print(f"pool key {key_id} written to {path} (mode 0600); copy it to every worker and every machine that submits "
+          f"cells, then on each: export {KEY_FILE_VARIABLE}={path}")  # fmt: skip
+    return 0
 
 
 def _at_least_one(value: str) -> int:
@@ -306,3 +313,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="create the pool if it does not exist (default: an unknown pool is an error)",
     )  # fmt: skip
     worker.set_defaults(func=_worker)
+
+    pool_key = sub.add_parser("pool-key", help="the work pool's signing key")
+    pool_key_actions = pool_key.add_subparsers(dest="action", required=True)
+    create = pool_key_actions.add_parser("create", help="write a new key (mode 0600, never over a file)")
+    create.add_argument("path", help="where to write it, e.g. ~/.config/corewarding/pool.key")
+    create.set_defaults(func=_pool_key)

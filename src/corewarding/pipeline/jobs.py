@@ -6,10 +6,11 @@ exactly as the parent planned it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from corewarding.pipeline.cells import CellPlan
+from corewarding.pipeline.pool_key import sign
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.versions import config_hash
 
@@ -38,6 +39,7 @@ class CellJob:
     audit_benchmarks: str | None = None
     config_hash: str = ""  # the parent's resolved training config and code version: a worker must have the same
     code_version: str = ""
+    signature: str = ""  # the pool key's HMAC of every other field (``signed``): a worker runs only signed jobs
 
     def to_parameters(self) -> dict[str, Any]:
         """JSON-ready parameters of the cell flow (tuples become lists)."""
@@ -52,6 +54,10 @@ class CellJob:
             raise ValueError(f"cell job: unknown key(s) {', '.join(sorted(unknown))}")
         plain: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         return cls(**plain)
+
+    def signed(self, key: bytes) -> CellJob:
+        """This job with its signature under the pool's ``key`` (docs/work-pool.md#the-pool-key)."""
+        return replace(self, signature=sign(replace(self, signature="").to_parameters(), key))
 
 
 def cell_job(plan: CellPlan, settings: PipelineSettings, store_url: str | None, code_version: str = "") -> CellJob:

@@ -12,11 +12,11 @@ Ctrl-C handling as ``prefect worker start`` (the first Ctrl-C or SIGTERM stops i
 next one kills them).
 
 Before it takes a run, it vets it (the pool's trust boundary, docs/work-pool.md): only the platform's engine commands,
-no job variables but the command (no environment, no working directory), a deployment of the platform's flows, and
-for a cell a job that ``job_checks.check_job`` accepts. A refused run is marked Failed with one line, and nothing
-starts. A cell whose parent runs other code (another code version, installed packages included) is left to the
-other workers: this worker stops taking runs and says why (exit status 3), so that it does not spend the cell's
-attempts.
+no job variables but the command (no environment, no working directory), a deployment of the platform's flows; for
+a cell, a job signed with the pool's key whose fields ``job_checks.check_job`` accepts; for a scheduled pipeline
+run, nothing but the name of one of its own checkout's schedules. A refused run is marked Failed with one line, and
+nothing starts; the worker goes on. A signed cell whose parent runs other code (another code version, installed
+packages included) is left scheduled for the other workers, with one warning, and the worker goes on too.
 """
 
 from __future__ import annotations
@@ -39,35 +39,48 @@ from prefect.utilities.engine import propose_state
 from prefect.utilities.processutils import setup_signal_handlers_worker
 from prefect.workers.process import ProcessJobConfiguration, ProcessWorker
 
-from corewarding.pipeline.job_checks import JobRefused, check_job, check_overrides, worker_store
+from corewarding.pipeline.job_checks import JobRefused, check_job, check_scheduled, check_signature, worker_store
 from corewarding.pipeline.jobs import CellJob
+from corewarding.pipeline.pool_key import PoolKeyError, load_keys
+from corewarding.pipeline.settings import deployment_specs
 from corewarding.pipeline.versions import code_version
 from corewarding.runtime.worker import ENGINE_COMMANDS, ENTRYPOINTS, PULL_STEP
 
 log = logging.getLogger(__name__)
 
 BUSY_POLL_S = 15.0  # a full worker's query interval: under the 60 s after which Prefect marks its queue not ready
-STOPPED_FOR_VERSION = 3  # the exit status of a worker that left a cell to others (its checkout is not the parent's)
+_CELL_PARAMETERS = {"cell_id", "job", "attempt"}
 
 
 class OtherCode(RuntimeError):
     """A cell job from a parent whose code version is not this checkout's (one line, naming both)."""
 
 
-def vet_parameters(kind: str, parameters: dict[str, Any], own_store: str | None, own_code: str) -> None:
-    """Raise JobRefused for parameters a parent of this platform would not send, OtherCode for a cell whose parent
-    runs other code."""
+def vet_parameters(
+    kind: str, parameters: dict[str, Any], own_store: str | None, own_code: str, keys: list[bytes],
+    schedules: tuple[str, ...] = (),
+) -> None:  # fmt: skip
+    """Raise JobRefused for parameters a parent of this pool would not send (unsigned, badly signed, or a field
+    outside the allow-list), OtherCode for a signed cell whose parent runs other code."""
     if kind == "pipeline":
-        for key in ("overrides", "eval_overrides", "config"):
-            check_overrides(parameters.get(key) or [], f"pipeline run parameter {key}:")
+        check_scheduled(parameters, schedules)
         return
+    extra = set(parameters) - _CELL_PARAMETERS
+    job = parameters.get("job")
+    if extra or not isinstance(job, dict):
+        raise JobRefused("cell run parameters: only cell_id, job and attempt, with job a mapping")
+    attempt = parameters.get("attempt", 1)
+    if type(attempt) is not int or not 1 <= attempt <= 100:
+        raise JobRefused("cell run parameter attempt: must be a whole number in [1, 100]")
+    raw = {**job, "cell_id": parameters.get("cell_id")}
+    check_signature(raw, keys)  # first: nothing unsigned is read further
     try:
-        job = CellJob.from_parameters({**dict(parameters.get("job") or {}), "cell_id": parameters.get("cell_id")})
-    except (TypeError, ValueError) as exc:
-        raise JobRefused(f"cell job: {exc}") from exc
-    check_job(job, own_store)
-    if job.code_version != own_code:
-        raise OtherCode(f"{job.cell_id}: the parent runs code {job.code_version}, this checkout {own_code}")
+        spec = CellJob.from_parameters(raw)
+    except (TypeError, ValueError):
+        raise JobRefused("cell job: its fields are not a cell job's") from None
+    if spec.code_version != own_code:
+        raise OtherCode(f"{spec.cell_id}: the parent runs code {spec.code_version}, this checkout {own_code}")
+    check_job(spec, own_store)
 
 
 with warnings.catch_warnings():
@@ -85,8 +98,8 @@ with warnings.catch_warnings():
             self._last_query = float("-inf")
             self.skipped_queries = 0
             self.checkout = checkout or Path.cwd()
-            self.stop_reason: str | None = None
-            self.stopping = asyncio.Event()
+            self.left_to_others: set[Any] = set()  # flow run ids of signed cells of other code, left scheduled
+            self._schedules: tuple[str, ...] | None = None
 
         def runs_in_progress(self) -> int:
             """How many flow runs this worker is running (0 without a limit: it does not count them)."""
@@ -104,8 +117,6 @@ with warnings.catch_warnings():
             return await super().get_and_submit_flow_runs()
 
         async def _submit_scheduled_flow_runs(self, flow_run_response: list[WorkerFlowRunResponse]) -> list[FlowRun]:
-            if self.stop_reason is not None:
-                return []
             if self.is_full():  # Prefect's own code takes none of them: nothing to vet
                 return await super()._submit_scheduled_flow_runs(flow_run_response)
             accepted: list[WorkerFlowRunResponse] = []
@@ -122,12 +133,12 @@ with warnings.catch_warnings():
                     accepted.append(entry)
                 except JobRefused as refused:
                     await self._refuse(run, str(refused))
-                except OtherCode as other:
-                    self.stop_reason = (f"worker {self.name} stops taking runs: {other}; cell run {run.name} is left "
-                                        "to the other workers. Update this checkout (or its environment) to the "
-                                        "parent's and start the worker again")  # fmt: skip
-                    self.stopping.set()
-                    return []  # none taken: the worker stops
+                except OtherCode as other:  # left scheduled for the others; said once per run
+                    if run.id not in self.left_to_others:
+                        self.left_to_others.add(run.id)
+                        log.warning("worker %s leaves cell run %s to the other workers: %s; update this checkout (or "
+                                    "its environment) to the parent's to take such cells", self.name, run.name,
+                                    other)  # fmt: skip
             return await super()._submit_scheduled_flow_runs(accepted)
 
         async def vet(self, run: FlowRun) -> None:
@@ -154,7 +165,13 @@ with warnings.catch_warnings():
             if deployment.entrypoint != ENTRYPOINTS[kind] or deployment.pull_steps != [{PULL_STEP: {}}]:
                 raise JobRefused(f"deployment {deployment.name}: entrypoint or pull steps are not the platform's")
             own_code = await asyncio.to_thread(code_version, self.checkout)  # git: not on the event loop
-            vet_parameters(kind, dict(run.parameters or {}), worker_store(), own_code)
+            try:
+                keys = load_keys()
+            except PoolKeyError as exc:
+                raise JobRefused(f"this worker has no usable pool key ({exc})") from None
+            if kind == "pipeline" and self._schedules is None:
+                self._schedules = tuple(await asyncio.to_thread(deployment_specs))  # its own configs/pipeline.yaml
+            vet_parameters(kind, dict(run.parameters or {}), worker_store(), own_code, keys, self._schedules or ())
 
         async def _refuse(self, run: FlowRun, why: str) -> None:
             message = f"refused by worker {self.name}: {why}"
@@ -164,8 +181,7 @@ with warnings.catch_warnings():
 
 
 def start(pool: str, limit: int | None, name: str | None, checkout: Path | None = None) -> int:
-    """Run a cell worker of ``pool`` until interrupted; returns the exit status: 130 once interrupted, 3 when it
-    stopped because a cell's parent runs other code."""
+    """Run a cell worker of ``pool`` until interrupted; returns the exit status (130 once interrupted)."""
     worker = CellWorker(
         work_pool_name=pool, limit=limit, name=name, checkout=checkout,
         heartbeat_interval_seconds=int(PREFECT_WORKER_HEARTBEAT_SECONDS.value()),
@@ -175,9 +191,6 @@ def start(pool: str, limit: int | None, name: str | None, checkout: Path | None 
     except (KeyboardInterrupt, asyncio.CancelledError):
         log.warning("worker %s stopped; start it again to take more cells", worker.name)
         return 130
-    if worker.stop_reason:
-        log.error("%s", worker.stop_reason)
-        return STOPPED_FOR_VERSION
     return 0
 
 
@@ -185,15 +198,4 @@ async def _serve(worker: CellWorker) -> None:
     # As Prefect's CLI: the handlers go in inside the event loop, over asyncio's own SIGINT handler, so that the
     # first signal cancels the worker's task (a clean stop) and the handler that kills on a second one is in place.
     setup_signal_handlers_worker(os.getpid(), "the cell worker", log.warning)
-    serving = asyncio.create_task(worker.start(printer=log.info))
-    stopping = asyncio.create_task(worker.stopping.wait())
-    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    stopping.cancel()
-    if serving.done():
-        serving.result()  # its error, if it ended with one
-        return
-    while worker.runs_in_progress() and not serving.done():  # it left a cell to the others: its own cells end first
-        await asyncio.sleep(1)
-    serving.cancel()
-    with suppress(asyncio.CancelledError):
-        await serving
+    await worker.start(printer=log.info)

@@ -13,6 +13,9 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from corewarding.pipeline import job_overrides
+from corewarding.pipeline.job_checks import JobRefused, check_overrides
+from corewarding.pipeline.pool_key import PoolKeyError, load_keys
 from corewarding.pipeline.store.transport import STORE_SUBDIR, ArtifactStore, dvc_remote_url
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,23 @@ def require_api_url(what: str) -> str:
             "4200/api and PREFECT_API_AUTH_STRING (docs/work-pool.md)"
         )
     return url
+
+
+def require_pool_key(what: str) -> None:
+    """This machine has a usable pool key (it signs or verifies cell jobs), or PoolError saying how to make one."""
+    try:
+        load_keys()
+    except PoolKeyError as exc:
+        raise PoolError(f"{what}: {exc}") from None
+
+
+def check_job_overrides(overrides: list[str] | tuple[str, ...], eval_overrides: list[str] | tuple[str, ...]) -> None:
+    """The run's overrides are on the pool's allow-list (the workers refuse any other), or PoolError naming one."""
+    try:
+        check_overrides(overrides, job_overrides.TRAINING, "override")
+        check_overrides(eval_overrides, job_overrides.EVALUATION, "evaluation override")
+    except JobRefused as refused:
+        raise PoolError(f"{refused} (docs/work-pool.md#what-a-job-may-change)") from None
 
 
 def check_server(api_url: str, timeout_s: float = 10.0) -> None:
