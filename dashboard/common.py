@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -25,11 +26,52 @@ log = logging.getLogger(__name__)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=])")
 
 
+# Characters that show nothing or reorder what follows: format (bidi controls U+202A-U+202E and U+2066-U+2069,
+# zero-width U+200B-U+200F, U+FEFF, ...), control, private use, surrogate, line and paragraph separators.
+_UNSEEN = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
+
+
+def visible(text: str, multiline: bool = False, blank: str | None = None) -> str:
+    """``text`` with every character that shows nothing or reorders the text around it written as its code point,
+    ``<U+202E>`` (or as ``blank``, for a file name): an id or model output is shown as what it holds (``multiline``:
+    newlines and tabs are kept)."""
+    if text.isprintable():  # none of those characters is printable: most text is returned as it is
+        return text
+    kept = "\n\t" if multiline else ""
+    return "".join(
+        (f"<U+{ord(c):04X}>" if blank is None else blank) if c not in kept and unicodedata.category(c) in _UNSEEN else c
+        for c in text
+    )
+
+
+def visible_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` for display, every text value and column name through ``visible``."""
+    out = frame.copy()
+    out.columns = [visible(c) if isinstance(c, str) else c for c in frame.columns]
+    for i in range(out.shape[1]):  # by position: two columns may share a name
+        column = out.iloc[:, i]
+        if pd.api.types.is_object_dtype(column) or pd.api.types.is_string_dtype(column):
+            out.isetitem(i, column.map(lambda v: visible(v) if isinstance(v, str) else v))
+    return out
+
+
+def visible_tree(value: Any) -> Any:
+    """A parsed JSON value (a run's config) for display: every string in it, keys too, through ``visible``."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible_tree(k): visible_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [visible_tree(v) for v in value]
+    return value
+
+
 def plain(value: object) -> str:
     """A value from the store (model output, a run name, a path) for an element that renders markdown (captions,
-    titles, labels): every markdown and HTML special character backslash-escaped and line breaks made spaces, so it
-    shows as typed and cannot end a code span, open a link or an image, color text or print a fake verdict."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).splitlines()))
+    titles, labels): line breaks made spaces, unseen characters made visible (``visible``), and every markdown and
+    HTML special character backslash-escaped, so it shows as typed and cannot end a code span, open a link or an
+    image, color text, reorder itself or print a fake verdict."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", visible(" ".join(str(value).splitlines())))
 
 
 def db_path() -> Path:
@@ -111,11 +153,11 @@ def require_store() -> None:
 def table(frame: pd.DataFrame, name: str, **kwargs: Any) -> Any:
     """A sortable table and a button that downloads it as ``name.csv``; returns st.dataframe's result (the
     selection, with ``on_select``)."""
-    shown = st.dataframe(frame, hide_index=True, width="stretch", **kwargs)
+    shown = st.dataframe(visible_frame(frame), hide_index=True, width="stretch", **kwargs)
     st.download_button(
-        f"Download {name}.csv",
+        f"Download {visible(name)}.csv",
         frame.to_csv(index=False).encode(),
-        file_name=f"{name}.csv",
+        file_name=f"{visible(name, blank='_')}.csv",  # U+202E in a file name reverses, on screen, what follows it
         mime="text/csv",
         key=f"csv-{name}",
     )
@@ -226,7 +268,8 @@ def run_choice(label: str, options: list[str], key: str, alias: str | None = Non
         _write_url(key, chosen, (alias,) if alias else ())
     st.session_state[key] = chosen
     drop = (alias,) if alias else ()
-    return str(column.selectbox(label, options, key=key, on_change=_picked_to_url, args=(key, drop)))
+    return str(column.selectbox(label, options, key=key, on_change=_picked_to_url, args=(key, drop),
+                                format_func=visible))  # fmt: skip
 
 
 def url_names(key: str, legacy: Sequence[str] = ()) -> list[str] | None:
@@ -255,7 +298,7 @@ def runs_choice(label: str, options: list[str], key: str, legacy: tuple[str, ...
             stop_unknown(unknown)
         chosen = list(dict.fromkeys(str(r) for r in resolved.values()))
     st.session_state[key] = chosen
-    picked = st.multiselect(label, options, key=key, on_change=_picked_to_url, args=(key, legacy))
+    picked = st.multiselect(label, options, key=key, on_change=_picked_to_url, args=(key, legacy), format_func=visible)
     return [str(p) for p in picked]
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import vl_convert as vlc
 
-from dashboard.common import METHOD_COLOURS, method_colour
+from dashboard.common import METHOD_COLOURS, method_colour, visible
 
 X_FIELDS = {"step": ("step", "step"), "wall time": ("wall_hours", "wall time (hours)")}
 FACET_WIDTH = 900  # px the facets of one row share, axes aside (the page's content is 940 px at a 1400 px window)
@@ -99,6 +99,8 @@ def run_labels(runs: pd.DataFrame) -> pd.DataFrame:
     out["label"] = out["method"] + " · " + out["setting"]
     several = out["cell_id"].duplicated(keep=False)
     out.loc[several, "label"] += " @" + out.loc[several, "run_id"].str.rsplit("@", n=1).str[-1]
+    for shown in ("setting", "label"):  # what a legend or tooltip shows: no bidi or hidden character
+        out[shown] = out[shown].map(visible)
     return out.drop(columns="cell_id")
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 from corewarding.matrix import Cell, hub_repo_id, load_matrix
 from corewarding.results.attempts import failure_note
-from dashboard.common import plain, query, require_store, table
+from dashboard.common import plain, query, require_store, table, visible_frame
 from dashboard.released_table import hub_note
 
 STATUS_COLOURS = {
@@ -219,16 +219,15 @@ grid = mark_failed(grid, failures)
 grid["label"] = grid["status"] if metric is None else grid["value"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
 grid["text_colour"] = text_colour(grid, metric)
 counts = grid["status"].value_counts()
-st.caption(
-    f"{len(grid)} cells: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {grid['hub_url'].notna().sum()} "
-    "published (click one for its Hub repo)."
-)
+statuses = ", ".join(f"{n} {plain(s)}" for s, n in counts.items())  # a status is run.json's text
+st.caption(f"{len(grid)} cells: {statuses}; {grid['hub_url'].notna().sum()} published (click one for its Hub repo).")
 for failure in failures[failures["cell_id"].isin(grid["cell_id"])].to_dict("records"):
     st.error(f"{plain(failure['cell_id'])}: {plain(failure_note(failure))}")
 if grid.empty:
     st.info("No runs in the store yet.")
 else:
-    st.altair_chart(chart(grid, metric), width="content")
+    shown = visible_frame(grid.drop(columns=["run_url", "hub_url"])).assign(run_url=grid["run_url"])  # links as made
+    st.altair_chart(chart(shown, metric), width="content")
 columns = ["cell_id", "seeds", "status", "progress", "run_id", "hub", "hub_url"] + (
     ["value", "value_step"] if metric else []
 )

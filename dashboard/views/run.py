@@ -15,7 +15,17 @@ from corewarding.methods import reward_unit
 from corewarding.results.attempts import failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
 from dashboard.chart_controls import export_buttons, y_axis_choices
-from dashboard.common import UNITS_HELP, plain, query, require_store, run_choice, stored_runs, table
+from dashboard.common import (
+    UNITS_HELP,
+    plain,
+    query,
+    require_store,
+    run_choice,
+    stored_runs,
+    table,
+    visible,
+    visible_tree,
+)
 from dashboard.curves_chart import curves_chart, eval_chart, run_labels, smooth
 from dashboard.released_table import SUBHEADER, hub_note, released_table
 
@@ -45,7 +55,7 @@ def facts(run: dict[str, object], metrics: pd.DataFrame) -> None:
     last = metrics.iloc[0] if len(metrics) else pd.Series(dtype=object)
     unit = reward_unit(str(run["method"]))
     cards = [
-        ("Status", str(run["status"]), "the run's status in run.json"),
+        ("Status", visible(str(run["status"])), "the run's status in run.json"),
         ("Steps", f"{run['last_step']}/{run['total_steps']}" if pd.notna(run["last_step"]) else "–",
          "last logged step / total steps"),
         ("Val acc", _number(last.get("last_val_acc")), "validation accuracy at the last step that logged it"),
@@ -173,7 +183,7 @@ system_metrics(run_id, str(run["backend"]), labels)
 
 st.subheader("Resolved config")
 if run["config"]:
-    st.json(run["config"], expanded=1)
+    st.json(visible_tree(run["config"]), expanded=1)
 else:
     st.caption("Not in the store: ingest the run again (`corewarding results ingest`) to record its config.")
 st.caption(

@@ -13,7 +13,7 @@ import streamlit as st
 
 from corewarding.matrix import load_matrix, matrix_names
 from corewarding.methods import reward_unit
-from dashboard.common import UNITS_HELP, plain, query, require_store, stored_runs, table
+from dashboard.common import UNITS_HELP, plain, query, require_store, stored_runs, table, visible, visible_frame
 
 FILTERS = {"method": "Method", "base_model": "Base model", "dataset": "Dataset", "status": "Status"}
 GROUP_BY = {
@@ -71,7 +71,12 @@ def filtered(runs: pd.DataFrame) -> pd.DataFrame:
     keep = searched(runs, text)
     for column, (field, label) in zip(columns, FILTERS.items(), strict=False):
         picked = column.multiselect(
-            label, sorted(runs[field].dropna().unique()), placeholder="all", key=field, bind="query-params"
+            label,
+            sorted(runs[field].dropna().unique()),
+            placeholder="all",
+            key=field,
+            bind="query-params",
+            format_func=visible,
         )
         if picked:
             keep &= runs[field].isin(picked)
@@ -133,7 +138,7 @@ rows = shown.assign(open="run?" + shown["run_id"].map(lambda r: urlencode({"run"
 recorded = ["gpu_hours"] if rows["gpu_hours"].notna().any() else []  # older stores and runs keep no ledger
 cut = COLUMNS.index("wall_hours") + 1  # the GPU-hours, where recorded, beside the training hours
 picked = st.dataframe(
-    rows[[*COLUMNS[:cut], *recorded, *COLUMNS[cut:]]],
+    visible_frame(rows[[*COLUMNS[:cut], *recorded, *COLUMNS[cut:]]]),  # ids as they are: no bidi or hidden character
     hide_index=True,
     on_select="rerun",
     selection_mode="multi-row",

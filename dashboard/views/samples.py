@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.common import plain, query, require_store, table
+from dashboard.common import plain, query, require_store, table, visible
 from dashboard.queries import SampleFilter
 
 PAGE_SIZE = 50
@@ -55,11 +55,11 @@ def show_sample(row: pd.Series, run_id: str, step: int | None) -> None:
     question, response = st.columns(2)
     question.caption("Question")
     missing = "(not stored: evaluated before questions were recorded)"
-    question.code(detail.get("question") or missing, language=None, wrap_lines=True)
+    question.code(visible(detail.get("question") or missing, multiline=True), language=None, wrap_lines=True)
     question.caption("Gold answer")
-    question.code(detail.get("gold") or "(not stored)", language=None, wrap_lines=True)
+    question.code(visible(detail.get("gold") or "(not stored)", multiline=True), language=None, wrap_lines=True)
     response.caption("Response")
-    response.code(detail.get("response") or "", language=None, wrap_lines=True)
+    response.code(visible(detail.get("response") or "", multiline=True), language=None, wrap_lines=True)
 
 
 require_store()
@@ -69,7 +69,9 @@ if index.empty:
     st.info("No evaluation samples in the store yet (ingest runs with eval/samples.parquet).")
     st.stop()
 left, right = st.columns([3, 1])
-run_id = left.selectbox("Run", list(dict.fromkeys(index["run_id"])), key="run", bind="query-params")
+run_id = left.selectbox(
+    "Run", list(dict.fromkeys(index["run_id"])), key="run", bind="query-params", format_func=visible
+)
 mine = index[index["run_id"] == run_id]
 steps = list(dict.fromkeys(mine["step"]))
 step = right.selectbox(

@@ -10,13 +10,28 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from corewarding.config import config_dir, load_group_option
+from corewarding.config import ConfigError, config_dir, load_group_option
+from corewarding.yaml_bounds import read_yaml
 
 DEFAULT_HUB_ORG = "TMLR-Group-HF"
 
 
 SEED_KEY = "seed_index"  # the config key a seed cell adds (absent: seed 0, so seed 0's config is today's)
 SEED_TAG = re.compile(r"^seed([1-9][0-9]*)$")
+# The one rule for a name that becomes a cell id, a folder name and a store key, wherever it comes from (a matrix
+# file, a run folder's config.yaml, an audit record): ASCII letters and digits, then also _ . @ + = -. No bidi
+# control, zero-width character or look-alike letter can pass.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=-]*")
+PLAIN_NAME_RULE = "ASCII letters, digits and _ . @ + = - (not first: . @ + = -)"
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether ``name`` keeps to ``PLAIN_NAME``.
+
+    >>> [is_plain_name(n) for n in ("gt_grpo__tiny__tiny", "gt_grp\\u043e", "a\\u202eb", "a\\u200b", "-a", "a\\n")]
+    [True, False, False, False, False, False]
+    """
+    return PLAIN_NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True, order=True)
@@ -160,7 +175,9 @@ def _read_raw(name: str, seen: tuple[str, ...] = ()) -> tuple[Path, dict[Any, An
     """A matrix file as a mapping; with ``extends: <matrix>`` the base's cells come first and its other sections
     apply unless this file sets them."""
     path = _matrix_path(name)
-    raw = OmegaConf.to_container(OmegaConf.load(path))
+    raw = read_yaml(path, ConfigError)  # bounded: refuses an alias bomb or a huge file in one line
+    if isinstance(raw, dict):
+        raw = OmegaConf.to_container(OmegaConf.create(raw))  # OmegaConf's checks of keys, as OmegaConf.load did
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: a matrix file is a mapping (name, cells, ...)")
     base_name = raw.pop("extends", None)
@@ -187,6 +204,8 @@ def load_matrix(name: str = "paper") -> Matrix:
             raise ValueError(f"{path}: cell {i} lacks {', '.join(sorted(missing))}")
         _check_keys(path, f"cells[{i}].", entry, {"method", "base_model", "dataset", "seeds"})
         cell = Cell(str(entry["method"]), str(entry["base_model"]), str(entry["dataset"]))
+        if not is_plain_name(cell.cell_id):
+            raise ConfigError(f"{path}: cell {i} ({cell.cell_id!r}) is not a plain name ({PLAIN_NAME_RULE})")
         for group in ("method", "base_model", "dataset"):
             load_group_option(group, getattr(cell, group))  # raises with the known options
         if not _selected(cell, select):

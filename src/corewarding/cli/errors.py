@@ -1,5 +1,5 @@
 """What the command line reports as one ``error: ...`` line and exit 2, instead of a traceback: a bad config value, a
-malformed input file, a path that cannot be used, a busy run or store."""
+malformed input file, a path that cannot be used, a busy run or store, credentials the Prefect server refuses."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
@@ -14,12 +15,13 @@ from omegaconf.errors import OmegaConfBaseException
 from corewarding.config import ConfigError
 from corewarding.files import SourceError
 from corewarding.pipeline.dvc import DvcError
+from corewarding.pipeline.pool_key import PoolKeyError
 from corewarding.pipeline.store.transport import StoreError
 from corewarding.runtime.pool_checks import PoolError
 from corewarding.training.errors import CheckpointError, RunInUseError, RunWriteError
 
 ONE_LINE = (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError, DvcError,
-            CheckpointError, RunInUseError, RunWriteError, PoolError, StoreError)  # fmt: skip
+            CheckpointError, RunInUseError, RunWriteError, PoolError, StoreError, PoolKeyError)  # fmt: skip
 PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, errno.EISDIR)
 
 
@@ -41,3 +43,31 @@ def run_reporting_errors(command: Callable[[], int]) -> int:
             raise
         print(f"error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
+    except Exception as exc:  # only the Prefect API's refusal of the credentials; anything else goes on up
+        line = refused_credentials(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
+
+
+def refused_credentials(exc: BaseException) -> str | None:
+    """One line for a 401 from the Prefect API (Prefect's client raises PrefectHTTPStatusError, an
+    httpx.HTTPStatusError), naming the server and the setting to fix, never the credentials; None for anything else.
+
+    Prefect is looked up among the loaded modules, not imported: an error of its client means it is loaded already.
+    """
+    exceptions = sys.modules.get("prefect.exceptions")
+    if exceptions is None or not isinstance(exc, exceptions.PrefectHTTPStatusError):
+        return None
+    if exc.response.status_code != 401:
+        return None
+    settings = sys.modules.get("prefect.settings")
+    url = str(settings.PREFECT_API_URL.value() or "") if settings is not None else ""
+    if not url:  # the request's URL up to the API's root
+        head, api, _ = str(exc.request.url).partition("/api/")
+        url = head + "/api" if api else str(exc.request.url)
+    parts = urlsplit(url)
+    server = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))  # no user:password of a URL
+    return (f"the Prefect server at {server} refused the credentials (HTTP 401): set PREFECT_API_AUTH_STRING to the "
+            "server's PREFECT_SERVER_API_AUTH_STRING")  # fmt: skip

@@ -31,11 +31,13 @@ def _fail(message: object) -> int:
 def _ingest(args: argparse.Namespace) -> int:
     from corewarding.results.evaluation import EvalFileError  # duckdb: imported when used
     from corewarding.results.ingest import StoreFullError, ingest  # duckdb: imported when used
+    from corewarding.results.released import AuditRecordError  # duckdb: imported when used
     from corewarding.results.runs import RunFolderError  # pandas: imported when used
     from corewarding.results.schema import SchemaError  # duckdb: imported when used
     from corewarding.results.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
 
-    errors = (RunFolderError, QualityReportError, EvalFileError, SchemaError, StoreBusyError, StoreDamagedError)
+    errors = (RunFolderError, QualityReportError, EvalFileError, SchemaError, StoreBusyError, StoreDamagedError,
+              AuditRecordError)  # fmt: skip
 
     named = bool(args.runs or args.run_dir or args.data_dir)  # with no source named: runs/ and data/ when they exist
     roots = [Path(p) for p in args.runs or ([] if named else [p for p in [Path("runs")] if p.is_dir()])]

@@ -15,8 +15,10 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from corewarding.checkpoint_manifest import MANIFEST, CheckpointError, manifest_problem
+from corewarding.files import SourceError
 from corewarding.run_folder import LOCAL_MODEL, checkpoints_dir, config_file, saved_checkpoints
 from corewarding.training.backend import to_hf_folder
+from corewarding.yaml_bounds import read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +134,10 @@ def base_model_target(run_dir: Path) -> Target:
     config = config_file(run_dir)
     if not config.is_file():
         raise FileNotFoundError(f"{config}: no such file (the base model is read from the run's config)")
-    return model_target(base_model_source(OmegaConf.load(config)))  # type: ignore[arg-type]
+    raw = read_yaml(config, SourceError)  # bounded: a run folder may come from another machine or the store
+    if not isinstance(raw, dict):
+        raise SourceError(f"{config}: not a mapping")
+    return model_target(base_model_source(OmegaConf.create(raw)))
 
 
 def run_targets(run_dir: Path, steps: str = "all", include_base: bool = False) -> list[Target]:

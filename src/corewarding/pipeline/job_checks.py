@@ -16,6 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from corewarding.matrix import PLAIN_NAME_RULE, is_plain_name
 from corewarding.pipeline import job_overrides
 from corewarding.pipeline.job_overrides import OverrideRefused
 from corewarding.pipeline.jobs import CELL_FLOW_STEPS, CellJob
@@ -57,7 +58,7 @@ def worker_store() -> str | None:
 def check_signature(job: dict[str, Any], keys: list[bytes]) -> None:
     """Raise JobRefused unless the pool's key signed this job (``CellJob.to_parameters()``, its cell id included)."""
     cell = job.get("cell_id")
-    where = cell if isinstance(cell, str) and NAME.fullmatch(cell) else "cell job"
+    where = cell if isinstance(cell, str) and is_plain_name(cell) else "cell job"
     if not job.get(SIGNATURE_FIELD):
         raise JobRefused(f"{where}: the job is not signed with the pool's key (not sent by a parent of this pool)")
     if not verify(job, keys):
@@ -88,8 +89,8 @@ def _typed(job: CellJob) -> str | None:
 def check_job(job: CellJob, own_store: str | None) -> None:
     """Raise JobRefused unless every field of ``job`` is one a parent of this platform sends: both versions,
     plain names, the cell flow's steps, typed numbers, the allowed overrides, and the worker's own store (or none)."""
-    if not isinstance(job.cell_id, str) or not NAME.fullmatch(job.cell_id):
-        raise JobRefused("cell job: the cell id is not a plain name (letters, digits, _ . -)")
+    if not isinstance(job.cell_id, str) or not is_plain_name(job.cell_id):
+        raise JobRefused(f"cell job: the cell id is not a plain name ({PLAIN_NAME_RULE})")
     where = f"{job.cell_id}: job"
     wrong = _typed(job)
     if wrong:

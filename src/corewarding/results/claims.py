@@ -20,7 +20,6 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
-import yaml
 
 from corewarding.matrix import Cell
 from corewarding.results.cell_verdicts import SAMPLED_CHECKERS, scale_of
@@ -35,6 +34,7 @@ from corewarding.results.seed_variance import (
     seeds_to_decide,
     two_level_replicates,
 )
+from corewarding.yaml_bounds import read_yaml
 
 HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "undecided"
 KINDS = ("compare", "stable")
@@ -108,10 +108,7 @@ def _names(path: Path, claim_id: str, entry: dict[str, Any], key: str) -> tuple[
 
 def load_claims(path: Path) -> list[Claim]:
     """The claims of ``path``; a malformed one is a ClaimsError naming the claim and the key."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ClaimsError(f"{path}: cannot read ({exc})") from None
+    raw = read_yaml(path, ClaimsError)  # bounded: ``claims --file`` takes any path
     entries = raw.get("claims") if isinstance(raw, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ClaimsError(f"{path}: expected a non-empty list under 'claims'")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.files import write_json_atomic
-from corewarding.matrix import hub_repo_id, parse_cell_id
+from corewarding.matrix import PLAIN_NAME_RULE, hub_repo_id, is_plain_name, parse_cell_id
 from corewarding.run_folder import AUDIT_RECORD, RELEASED
 
 STATUSES = ("running", "done", "failed")
@@ -71,6 +71,9 @@ def read_record(folder: Path) -> ReleasedRecord:
     missing = [k for k in REQUIRED if not isinstance(values.get(k), str) or not values[k]]
     if missing:
         raise AuditRecordError(f"{path}: missing or empty key(s) {', '.join(missing)}")
+    odd = [k for k in ("cell_id", "method", "base_model", "dataset") if not is_plain_name(values[k])]
+    if odd:  # the matrix's rule: no bidi control, invisible or look-alike character
+        raise AuditRecordError(f"{path}: {odd[0]}={values[odd[0]]!r} is not a plain name ({PLAIN_NAME_RULE})")
     if values["status"] not in STATUSES:
         raise AuditRecordError(f"{path}: status {values['status']!r} is not one of {', '.join(STATUSES)}")
     known = {f.name for f in fields(ReleasedRecord)}

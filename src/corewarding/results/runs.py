@@ -18,8 +18,9 @@ from typing import Any
 
 import pandas as pd
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from corewarding.matrix import Cell, cell_from_config, hub_repo_id
+from corewarding.matrix import PLAIN_NAME_RULE, Cell, cell_from_config, hub_repo_id, is_plain_name
 from corewarding.run_folder import (
     CHECKPOINTS,
     CONFIG,
@@ -32,6 +33,7 @@ from corewarding.run_folder import (
     STEP_PREFIX,
     checkpoints_dir,
 )
+from corewarding.yaml_bounds import read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +213,10 @@ def _latest_state(run_dir: Path) -> dict[str, Any]:
 
 def _config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / CONFIG
+    raw = read_yaml(path, RunFolderError)  # bounded: an alias bomb or a huge file is refused in one line
     try:
-        raw = OmegaConf.to_container(OmegaConf.load(path))
-    except Exception as exc:  # yaml.YAMLError and OmegaConf errors share no base
+        raw = OmegaConf.to_container(OmegaConf.create(raw)) if isinstance(raw, dict) else raw
+    except OmegaConfBaseException as exc:  # e.g. a key OmegaConf does not take
         raise RunFolderError(f"{path}: cannot read ({exc})") from exc
     if not isinstance(raw, dict):
         raise RunFolderError(f"{path}: not a mapping")
@@ -260,6 +263,9 @@ def read_run_info(run_dir: Path) -> RunInfo:
         cell = cell_from_config(cfg)
     except ValueError as exc:  # a seed_index that is no seed: named with the file
         raise RunFolderError(f"{run_dir / CONFIG}: {exc}") from None
+    if not is_plain_name(cell.cell_id):  # the matrix's rule: no bidi control, invisible or look-alike character
+        raise RunFolderError(f"{run_dir}: cell id {cell.cell_id!r} (from {CONFIG}) is not a plain name "
+                             f"({PLAIN_NAME_RULE}); nothing of this run folder is ingested")  # fmt: skip
     record, state = _record(run_dir), _latest_state(run_dir)
     try:
         hub: str | None = hub_repo_id(cell, str((cfg.get("hub") or {}).get("org") or "TMLR-Group-HF"))

@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 import uuid
@@ -26,6 +25,7 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from corewarding.files import file_sha256
+from corewarding.matrix import is_plain_name
 from corewarding.pipeline.store.local_disk import LocalDisk, StoreError
 from corewarding.pipeline.store.run_files import (
     MAX_DEPTH,
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 MANIFEST = ".manifest.json"
 STORE_SUBDIR = "corewarding"  # the store's folder under a DVC remote
 _INLINE_LIMIT = 64 * 2**20  # files up to this size are read once, then hashed and uploaded from the same bytes
-_CELL_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@+=-]*$")
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ class ArtifactStore:
         return f"ArtifactStore({self.url!r})"
 
     def _run_path(self, cell_id: str) -> str:
-        if not _CELL_ID.match(cell_id):
+        if not is_plain_name(cell_id):  # the matrix's rule; fullmatch: no trailing newline either
             raise StoreError(f"artifact store {self.url}: {cell_id!r} is not a valid cell id")
         return f"{self.root}/runs/{cell_id}"
 
