@@ -84,3 +84,21 @@ def test_the_parent_never_shares_a_file_from_outside_the_data_roots(
         share_data_files(store, [good, bad])
     assert ".env is refused" in str(refused.value) and "hf_secret" not in str(refused.value)
     assert not (tmp_path / "store").exists()  # checked before anything is copied, the good file included
+
+
+def test_the_run_hands_on_the_stores_resolved_folder_once(tmp_path: Path) -> None:
+    """The parent resolves the configured store once and every job names that folder: a link retargeted afterwards
+    (to an attacker's folder) changes nothing that was handed on."""
+    from corewarding.pipeline.settings import load_settings
+    from corewarding.pipeline.store.sharing import store_url
+
+    real, attacker, link = tmp_path / "store", tmp_path / "attacker", tmp_path / "link"
+    real.mkdir()
+    attacker.mkdir()
+    link.symlink_to(real)
+    handed = store_url(load_settings([f"store.url={link}"]), tmp_path)
+    assert handed == str(real)
+    link.unlink()
+    link.symlink_to(attacker)
+    ArtifactStore(str(handed)).write_bytes("reports/x.json", b"{}")
+    assert (real / "reports" / "x.json").is_file() and list(attacker.iterdir()) == []

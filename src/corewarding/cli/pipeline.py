@@ -202,7 +202,11 @@ def _worker(args: argparse.Namespace) -> int:
         check_pool(args.pool, api_url)
     root = checkout_root()
     store = args.store or _own_store(root)
-    if store:  # its cell runs inherit it: a job naming another store is refused (docs/work-pool.md)
+    if store:  # its cell runs inherit it, resolved once (a link retargeted later moves nothing); a job naming
+        # another store is refused (docs/work-pool.md)
+        from corewarding.pipeline.store.transport import ArtifactStore  # fsspec: imported when used
+
+        store = ArtifactStore(store).resolved_url
         os.environ[STORE_VARIABLE] = store
     print(f"worker for pool {args.pool} in {root}, store {store or 'none (cells with a store are refused)'}",
           file=sys.stderr)  # fmt: skip

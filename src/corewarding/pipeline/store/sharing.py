@@ -62,7 +62,7 @@ def open_store(url: str) -> ArtifactStore:
 def store_url(settings: PipelineSettings, root: Path) -> str | None:
     """The configured store's URL (``store.url``, or ``store.dvc_remote`` resolved in the checkout at ``root``)."""
     store = store_from_config(settings.store_url, settings.store_dvc_remote, root)
-    return store.url if store else None
+    return store.resolved_url if store else None  # resolved once: every job of the run names the same folder
 
 
 def worker_name() -> str | None:

@@ -87,6 +87,12 @@ class ArtifactStore:
     def __repr__(self) -> str:
         return f"ArtifactStore({self.url!r})"
 
+    @property
+    def resolved_url(self) -> str:
+        """The URL to hand on (in jobs, to a worker's cell runs): a local store's resolved folder, so that a link
+        retargeted after this store was opened moves nothing; other filesystems' URL as given."""
+        return self.root if self.disk is not None else self.url
+
     def _run_path(self, cell_id: str) -> str:
         if not is_plain_name(cell_id):  # the matrix's rule; fullmatch: no trailing newline either
             raise StoreError(f"artifact store {self.url}: {cell_id!r} is not a valid cell id")
