@@ -363,4 +363,5 @@ def paper_claims(con: Con, checker: str) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     frame["runs"] = frame["runs"].map(len)
     frame["missing"] = frame["missing"].map(", ".join)
+    frame["lenders"] = frame["lenders"].map(lambda lent: ", ".join(f"{d['cell']} (df {d['df']})" for d in lent))
     return frame

@@ -3,7 +3,7 @@
 mutmut (configured in pyproject's ``[tool.mutmut]``) copies src/ and the tests into mutants/ and runs, for each mutant
 of the functions in ``GROUPS``, the fast unit tests that call that function (forked from one warm process: a fraction
 of a second a mutant). mutmut never mutates a decorated function (``@torch.no_grad()``, ``@cache``), so the few in
-scope (``DECORATED``: the EMA updates and ``cell_verdicts.scale_of``) go through cosmic-ray instead, in a copy of the
+scope (``DECORATED``: the EMA updates) go through cosmic-ray instead, in a copy of the
 tree under mutants/cosmic-ray/ (it edits the files it mutates) with one pytest process per mutant. What is left out
 (SQL readers, YAML parsing, verl batch plumbing) is named in docs/performance.md.
 
@@ -62,7 +62,7 @@ GROUPS: dict[str, list[str]] = {
         *(
             f"{R}.cell_verdicts.x_{name}__*"
             for name in (
-                "_normal_approximation",
+                "_problem_variances",
                 "cell_interval",
                 "base_interval",
                 "verdict_of",
@@ -73,7 +73,8 @@ GROUPS: dict[str, list[str]] = {
                 "seeds_by_key",
             )
         ),
-        f"{R}.claims.x__cell_replicates__*",
+        f"{R}.claims.x_claim_weights__*",
+        f"{R}.claims.x_decide__*",
         f"{R}.claims.x__compare__*",
         f"{R}.claims.x__stable__*",
         f"{R}.claims.x_evaluate_claims__*",
@@ -96,21 +97,12 @@ DECORATED: list[tuple[str, str, tuple[str, ...], str]] = [
         ("ema_update",),
         f"{PYTEST} tests/unit/test_losses.py tests/unit/verl/test_teacher.py",
     ),
-    (
-        "claim and verdict statistics",
-        "src/corewarding/results/cell_verdicts.py",
-        ("scale_of",),
-        f"{PYTEST} tests/unit/test_mutants_statistics.py tests/unit/test_cell_verdicts.py",
-    ),
 ]
 CR_TREE = Path("mutants/cosmic-ray")
 CR_RESULTS = CR_TREE / "results.json"
 
 # Survivors judged equivalent: no input the callers can give tells the mutant from the original (docs/performance.md).
 _ZIP = "zip(LABEL_METRICS, values): both always have four items, so strict= changes nothing"
-_Z_SIGN = "1 - (1 + c) / 2 flips the sign of z, which is only used squared or inside hypot()"
-_ASTYPE = "Series.astype(None) converts to float64, as astype(float) does"
-_GROUP_ORDER = "groupby order: the variances are summed, and the result is a dict read by key"
 _BY_KEY = "group order only: the one caller (read.paper_comparison) reads the dict with .get"
 _NO_EVENTS = "the empty frame of a store without runs is never indexed (len(events) is 0), whatever its columns"
 EQUIVALENT: dict[str, str] = {
@@ -123,25 +115,12 @@ EQUIVALENT: dict[str, str] = {
     ),
     f"{V}.hook.x_rm_scores_for__mutmut_10": "as_tensor(order) of an int64 array is int64 without dtype=",
     f"{V}.hook.x_rm_scores_for__mutmut_12": "as_tensor(order) of an int64 array is int64 without dtype=",
-    f"{R}.cell_verdicts.x__normal_approximation__mutmut_6": _ASTYPE,
-    f"{R}.cell_verdicts.x__normal_approximation__mutmut_14": _Z_SIGN,
-    f"{R}.seed_variance.x_one_seed_interval__mutmut_20": _Z_SIGN,
-    f"{R}.seed_variance.x_seeds_to_decide__mutmut_9": _Z_SIGN,
     f"{R}.cell_verdicts.x_base_interval__mutmut_3": "low is None alone still returns None: pd.isna(None) is True",
-    f"{R}.cell_verdicts.x_cell_interval__mutmut_9": "a cell's seed rows share one metric (seeds_by_key groups by it)",
-    f"{R}.cell_verdicts.x_pooled_variances__mutmut_23": _GROUP_ORDER,
-    f"{R}.cell_verdicts.x_pooled_variances__mutmut_25": _GROUP_ORDER,
-    f"{R}.cell_verdicts.x_pooled_variances__mutmut_26": _GROUP_ORDER,
-    f"{R}.cell_verdicts.x_pooled_variances__mutmut_37": _ASTYPE,
     f"{R}.cell_verdicts.x_seeds_by_key__mutmut_3": "merge on the common columns: wanted[KEY] has only the KEY columns",
     f"{R}.cell_verdicts.x_seeds_by_key__mutmut_5": "merge on the common columns: wanted[KEY] has only the KEY columns",
     f"{R}.cell_verdicts.x_seeds_by_key__mutmut_8": "groupby(sort=None) is sort=False",
     f"{R}.cell_verdicts.x_seeds_by_key__mutmut_10": _BY_KEY,
     f"{R}.cell_verdicts.x_seeds_by_key__mutmut_11": _BY_KEY,
-    f"{R}.claims.x__cell_replicates__mutmut_28": (
-        "minus N(0, s^2) noise instead of plus: the same distribution (only fixed-seed draws differ)"
-    ),
-    f"{R}.claims.x__compare__mutmut_15": "groupby's default is sort=True",
     f"{R}.claims.x__stable__mutmut_25": _NO_EVENTS,
     f"{R}.claims.x__stable__mutmut_26": _NO_EVENTS,
     f"{R}.claims.x__stable__mutmut_27": _NO_EVENTS,
@@ -152,10 +131,6 @@ EQUIVALENT: dict[str, str] = {
     ),
     f"{R}.claims.x__stable__mutmut_33": "by_step None only on a compare claim; load_claims requires by_step >= 1",
     f"{R}.claims.x__stable__mutmut_45": "fillna(None) leaves NaN, which is below every by_step >= 1 as 0 is",
-    f"{R}.seed_variance.x_seed_variance__mutmut_12": "np.asarray of numbers without dtype=float: np.var gives the same",
-    f"{R}.seed_variance.x_seed_variance__mutmut_14": "np.asarray of numbers without dtype=float: np.var gives the same",
-    f"{R}.seed_variance.x_two_level_replicates__mutmut_4": "np.asarray of numbers without dtype=float: same means",
-    f"{R}.seed_variance.x_two_level_replicates__mutmut_6": "np.asarray of numbers without dtype=float: same means",
 }
 
 KILLED = {"killed", "timeout"}

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.results.cell_verdicts import MEANINGS
+from corewarding.results.reference import V3_NOT_AVAILABLE
 from corewarding.results.report import build_report
 from dashboard.common import db_path, method_scale, query, require_store, table
 from dashboard.released_table import SUBHEADER, released_table
@@ -18,7 +19,7 @@ st.caption(
     "Paper values are percent (pass@1, AMC avg@8, temperature 0.8). A cell's measured value is the mean over its "
     "seeds of each seed's newest run (`seeds`); base rows come from a base-model evaluation (step null) of a run of "
     "that model. The interval is bootstrapped over seeds, then problems; a one-seed cell borrows the seed variance of "
-    "cells of the same method and scale (`interval` says which). Verdicts: "
+    "cells of the same method, model family and size (`interval` says which). Verdicts: "
     + "; ".join(f"**{v}**: {m}" for v, m in MEANINGS.items())
     + ". ⚠ marks the IFEval cells that disagree with the paper's own sub-metric tables."
 )
@@ -131,8 +132,8 @@ unpaired: pd.DataFrame = query("runs_without_paper_value")
 if len(unpaired):
     st.subheader(f"Runs without a paper value ({len(unpaired)})")
     st.caption(
-        "The paper's tables print no number for these cells (Co-rewarding-III's, from the paper's v3, or cells "
-        "added here): each cell's newest run is listed with its evaluated steps, not compared and never flagged."
+        f"No paper value is available here for these cells: {V3_NOT_AVAILABLE}, and cells added here have none. "
+        "Each cell's newest run is listed with its evaluated steps, not compared and never flagged."
     )
     table(unpaired, "runs-without-paper-value")
 

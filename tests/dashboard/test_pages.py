@@ -97,6 +97,13 @@ def test_co_rewarding_3_cells_on_the_matrix_and_paper_pages(tmp_path: Path, monk
     render(app, "views/paper.py")
     unpaired = app.dataframe[1].value
     assert app.subheader[0].value == "Runs without a paper value (2)"
+    why = [c.value for c in app.caption if "for these cells" in c.value]
+    assert len(why) == 1 and why[0].startswith(
+        "No paper value is available here for these cells: the v3 paper's Co-rewarding-III values are not available "
+        "here (the reference CSV holds the v2 paper's numbers; it gains them when a source is found), and cells added "
+        "here have none."
+    )
+    assert "print no" not in why[0]  # the v3 paper does print them: the CSV lacks them
     assert unpaired["cell_id"].tolist() == sorted(c.cell_id for c in cr3)
     assert set(unpaired["paper"]) == {"no paper value"} and (unpaired["evaluated_steps"] > 0).all()
     assert "co_rewarding_3" not in set(app.dataframe[0].value["method"])  # never compared with a paper number

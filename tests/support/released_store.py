@@ -4,10 +4,11 @@ Cell GT (gt_grpo x Qwen3-4B-Base x MATH): the paper prints MATH500 80.00 and GSM
 checkpoint is scored on MATH500 under seed 0 (81.23 [78, 84]) and seed 1 (76.50 [74, 79]) and on GSM8K (91 [89, 93]);
 two runs: the newer one evaluated at steps 10 and 20 (MATH500 71.23 [68, 74.5] at step 20, seed 0; GSM8K 85 without an
 interval or settings), the older one at step 30 (never the one shown). Cell C3 (co_rewarding_3 x Qwen3-4B-Base x
-MATH): released only (MATH500 60 [55, 65]), no paper value, no run. Cell GT_3B (gt_grpo x Qwen2.5-3B x MATH, the same
-~4B scale): two seeds on MATH500, 70.0 and 70.2 (a between-seed sd of 0.14 points), whose variance GT's one-seed
-sides borrow: 1.96 sd = 0.28 points, added in quadrature to each side of their problem intervals (the reproduced
-[68, 74.5] becomes [67.99, 74.51]). ``build(db, seeded_neighbour=False)`` leaves it out: nothing to borrow from.
+MATH): released only (MATH500 60 [55, 65]), no paper value, no run. Cell GT_3B (gt_grpo x Qwen3-4B-Base x DAPO-14k,
+the same method, model family and size): three seeds on MATH500, 70.0, 70.2 and 70.4 (a between-seed sd of 0.2
+points, 2 df), whose variance GT's one-seed sides borrow: t(2) sd = 0.86 points, narrower than their problem
+intervals, which they keep (the reproduced [68, 74.5] stays), labelled as borrowed, so the verdicts are decisive.
+``build(db, seeded_neighbour=False)`` leaves it out: nothing to borrow from.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from corewarding.results import schema
 from corewarding.settings_diff import settings_json, settings_key
 
 GT, C3 = "gt_grpo__qwen3-4b-base__math", "co_rewarding_3__qwen3-4b-base__math"
-GT_3B = "gt_grpo__qwen2.5-3b__math"
+GT_3B = "gt_grpo__qwen3-4b-base__dapo14k"
 NEW_RUN, OLD_RUN = f"{GT}@2026-02-01", f"{GT}@2026-01-01"
 PROMPT = "Please reason step by step, and put <b>your final answer</b> within \\boxed{}. " + "x" * 80
 SEED0: dict[str, Any] = {
@@ -103,15 +104,15 @@ def build(db: Path, seeded_neighbour: bool = True) -> Path:
             _metric(OLD_RUN, 30, "MATH500", 0.99, (0.98, 1.0), REPRODUCED),
         ]
         if seeded_neighbour:
-            for k, value in enumerate((0.700, 0.702)):
+            for k, value in enumerate((0.700, 0.702, 0.704)):
                 run = f"{GT_3B}__seed{k}@2026-01-15" if k else f"{GT_3B}@2026-01-15"
                 con.execute(
                     "INSERT INTO runs (run_id, cell_id, method, base_model, dataset, backend, status, started_at, "
-                    "last_step, total_steps) VALUES (?, ?, 'gt_grpo', 'qwen2.5-3b', 'math', 'local', 'finished', "
+                    "last_step, total_steps) VALUES (?, ?, 'gt_grpo', 'qwen3-4b-base', 'dapo14k', 'local', 'finished', "
                     "'2026-01-15', 30, 30)",
                     [run, f"{GT_3B}__seed{k}" if k else GT_3B],
                 )
-                rows.append(_metric(run, 30, "MATH500", value, (value - 0.03, value + 0.03), REPRODUCED))
+                rows.append(_metric(run, 30, "MATH500", value, (value - 0.003, value + 0.003), REPRODUCED))
         con.executemany(f"INSERT INTO eval_metrics ({COLUMNS}, settings_key) VALUES ({', '.join('?' * 13)})", rows)
     finally:
         con.close()

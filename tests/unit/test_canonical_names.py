@@ -17,7 +17,7 @@ from corewarding.cli.main import main
 from corewarding.config import config_dir
 from corewarding.evaluation.eval_config import expand_benchmarks
 from corewarding.matrix import Cell, parse_cell_id
-from corewarding.results import cell_verdicts, evaluation, read, released_read
+from corewarding.results import claims, evaluation, read, released_read
 from corewarding.results.claims import HOLDS, Claim, evaluate_claims, load_claims
 from corewarding.results.evaluation import EvalFileError
 from corewarding.results.ingest import ensure_reference
@@ -170,7 +170,8 @@ def test_every_reader_matches_the_stored_spellings(tmp_path: Path) -> None:
     db = _old_store(tmp_path)
     c2_old = _run_id("co_rewarding_2", 2)  # stored as Math-500
     with reader(db) as con:
-        scores = cell_verdicts.problem_scores(con, c2_old, 100, "MATH500", "math_verify")
+        claimed = claims.problem_scores(con, [Cell("co_rewarding_2", *ROWS[0])], "MATH500", "math_verify")
+        scores = claimed.loc[claimed["run_id"] == c2_old, "score"].to_numpy()
         table = read.paper_comparison(con, "Table 1", "math_verify")
         released = released_read.released_comparison(con, None, "math_verify")
         by_run = queries.eval_metric_by_run(con, "math500", "math_verify", "pass@1")
@@ -227,7 +228,18 @@ def test_the_documented_preview_finds_every_claims_cells(tmp_path: Path, capsys:
     for result in results.values():
         assert result["missing"] == [] and "missing_gpu_hours" not in result, result
         assert "without" not in result["note"], result
-    # 15 and 9 cells; the Qwen3-8B-Base and Llama rows hold three seeds each (paper_v3_seeds)
+    # 15 and 9 cells; the Qwen3-8B-Base and Llama rows hold three seeds each (paper_v3_seeds); the Qwen3-4B-Base row
+    # one, and borrows from its DAPO-14k row's three (paper_v3_lenders), named with their df; the synthetic methods
+    # score alike: undecided because the interval spans 0, with the seeds for 80% power
+    for cid in ("co_rewarding_beats_self_rewarding", "co_rewarding_3_beats_1_and_2"):
+        result = results[cid]
+        assert result["verdict"] == "undecided" and result["low"] < 0 < result["high"], result
+        assert result["variance"] == "problems+borrowed seed variance" and "the interval spans 0" in result["note"]
+        assert result["seeds_needed"] is not None and result["power"] == 0.8 and result["df"] > 2
+        lenders = {(d["cell"], d["df"]) for d in result["lenders"]}
+        better = {f"{m}__qwen3-4b-base__dapo14k" for m in load_claims(config_dir() / "claims.yaml")[0].better}
+        assert lenders and all(cell.endswith("__qwen3-4b-base__dapo14k") and df == 2 for cell, df in lenders)
+        assert cid != "co_rewarding_beats_self_rewarding" or {cell for cell, _ in lenders} >= better
     counts = {cid: len(r["runs"]) for cid, r in results.items()}
     assert counts == {"co_rewarding_beats_self_rewarding": 35, "co_rewarding_3_beats_1_and_2": 21,
                       "co_rewarding_2_stays_stable": 4, "majority_voting_collapses": 4}  # fmt: skip

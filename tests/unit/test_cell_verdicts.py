@@ -1,6 +1,7 @@
-"""Per-cell verdicts that know run-to-run variance, on stores the tests build: a cell's seeds averaged, one seed
-undecided on problem variance alone, decided once it borrows seed variance or has seeds of its own, a base row
-decisive, and the scale a borrowed variance is pooled over."""
+"""Per-cell verdicts that know run-to-run variance, on stores the tests build: a cell's seeds averaged with a t
+interval at k - 1 degrees of freedom, one seed undecided on problem variance alone, decided once it borrows a seed
+variance from its method, model family and size (never from another family) or has seeds of its own, a base row
+decisive."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import pytest
 
 from corewarding.matrix import Cell
 from corewarding.results import cell_verdicts
-from corewarding.results.cell_verdicts import OUTSIDE, UNDECIDED, WITHIN, scale_of
+from corewarding.results.cell_verdicts import OUTSIDE, UNDECIDED, WITHIN
 from corewarding.results.ingest import ensure_reference
 from corewarding.results.read import paper_comparison
 from corewarding.results.store import reader, writer
 
 Z = 1.959963984540054  # the 97.5% normal quantile
+T2 = 4.302652729749462  # the 97.5% t quantile at 2 degrees of freedom
 MV_8B = Cell("majority_voting", "qwen3-8b-base", "math")  # Table 1 prints MATH500 pass@1 = 79.8
-MV_7B = Cell("majority_voting", "qwen2.5-7b", "math")  # Table 7 prints 74.4; qwen2.5-7b is ~8B, as qwen3-8b-base
+MV_8B_DAPO = Cell("majority_voting", "qwen3-8b-base", "dapo14k")  # the same method, family and size
+MV_7B = Cell("majority_voting", "qwen2.5-7b", "math")  # Table 7 prints 74.4; another family (a mismatched lender)
+PROBLEM_VARIANCE = (0.02 / Z) ** 2  # each score's stored problem interval is +- 0.02
 
 
 def _score(con: duckdb.DuckDBPyConnection, cell: Cell, value: float, step: int | None = 100, half: float = 0.02) -> str:
@@ -63,51 +67,40 @@ def test_one_seed_outside_its_problem_interval_is_undecided(tmp_path: Path) -> N
     assert row["interval"] == "problems only" and row["verdict"] == UNDECIDED  # 79.8 lies above, at one seed
 
 
-def test_one_seed_borrows_the_seed_variance_of_its_method_at_its_scale(tmp_path: Path) -> None:
-    """Majority-Voting on Qwen2.5-7B has three seeds: 0.70, 0.74, 0.78, a between-seed variance of 0.0016 (sd 0.04).
-    Qwen3-8B-Base's one seed borrows it: half-width sqrt(0.02^2 + (1.96 x 0.04)^2) = 0.0809, so 76.0 +- 8.09
-    holds the paper's 79.8."""
-    db = _store(tmp_path, {MV_8B: [0.76], MV_7B: [0.70, 0.74, 0.78]})
-    half = math.hypot(0.02, Z * 0.04)
+def test_one_seed_borrows_the_seed_variance_of_its_method_family_and_size(tmp_path: Path) -> None:
+    """Majority-Voting on Qwen3-8B-Base's DAPO-14k cell has three seeds: 0.70, 0.74, 0.78, a per-seed variance of
+    0.0016 (sd 0.04, above the problem floor) with 2 degrees of freedom. The MATH cell's one seed borrows it:
+    half-width t(2) x 0.04 = 0.172, so 76.0 +- 17.21 holds the paper's 79.8; the lender is named with its df."""
+    db = _store(tmp_path, {MV_8B: [0.76], MV_8B_DAPO: [0.70, 0.74, 0.78]})
+    half = T2 * 0.04
     row = _row(db, "Table 1", MV_8B)
-    assert row["interval"] == "problems+borrowed seed variance" and row["seeds"] == 1
+    assert row["interval"] == f"problems+borrowed seed variance (from {MV_8B_DAPO.cell_id} (df 2))"
+    assert row["seeds"] == 1 and row["verdict"] == WITHIN
     assert (row["ci_low"], row["ci_high"]) == (round((0.76 - half) * 100, 2), round((0.76 + half) * 100, 2))
-    assert row["verdict"] == WITHIN
-    # the three seeds are one row: their mean, and (no per-problem samples stored) the normal approximation
+
+
+def test_a_lender_of_another_family_is_never_used(tmp_path: Path) -> None:
+    """Qwen2.5-7B's three seeds vary little; Qwen3-8B-Base's one seed may not borrow them (another family): it stays
+    undecided on its problem interval. The three seeds are one row: their mean, with a t interval at 2 df."""
+    db = _store(tmp_path, {MV_8B: [0.76], MV_7B: [0.70, 0.74, 0.78]})
+    row = _row(db, "Table 1", MV_8B)
+    assert row["interval"] == "problems only" and row["verdict"] == UNDECIDED
     seeded = _row(db, "Table 7", MV_7B)
-    half = math.hypot(0.02, Z * 0.04 / math.sqrt(3))
-    assert (seeded["measured"], seeded["seeds"], seeded["interval"]) == (74.0, 3, cell_verdicts.APPROXIMATE)
+    half = T2 * math.sqrt(0.0016 / 3)
+    assert (seeded["measured"], seeded["seeds"], seeded["interval"]) == (74.0, 3, "seeds+problems")
     assert (seeded["ci_low"], seeded["ci_high"]) == (round((0.74 - half) * 100, 2), round((0.74 + half) * 100, 2))
     assert seeded["verdict"] == WITHIN and len(str(seeded["seed_runs"]).split(", ")) == 3
     assert str(seeded["run_id"]).startswith(MV_7B.cell_id + "@")  # seed 0's run, the cell's own id
 
 
 def test_the_same_cell_decided_with_three_seeds(tmp_path: Path) -> None:
-    """Seeds 0.60, 0.61, 0.62: mean 61.0, half-width sqrt(0.02^2 + (1.96 x 0.01 / sqrt 3)^2) = 2.30 points; the
-    paper's 79.8 lies far outside an interval that holds seed variance."""
+    """Seeds 0.60, 0.61, 0.62: sample variance 0.0001, below the problem variance (0.02 / 1.96)^2 = 0.000104, which
+    is the floor: half-width t(2) x sqrt(0.000104 / 3) = 2.53 points; the paper's 79.8 lies far outside."""
     row = _row(_store(tmp_path, {MV_8B: [0.60, 0.61, 0.62]}), "Table 1", MV_8B)
-    half = math.hypot(0.02, Z * 0.01 / math.sqrt(3))
+    half = T2 * math.sqrt(PROBLEM_VARIANCE / 3)
     assert (row["measured"], row["seeds"]) == (61.0, 3)
     assert (row["ci_low"], row["ci_high"]) == (round((0.61 - half) * 100, 2), round((0.61 + half) * 100, 2))
     assert row["verdict"] == OUTSIDE
-
-
-def test_seeds_with_stored_samples_take_the_two_level_bootstrap(tmp_path: Path) -> None:
-    """Each seed stores 40 problems, one sample each, right at its rate: the interval comes from resampling seeds
-    then problems, centred on the stored values' mean."""
-    db = tmp_path / "cells.duckdb"
-    with writer(db) as con:
-        ensure_reference(con)
-        for k, rights in enumerate((30, 32, 34)):
-            run_id = _score(con, Cell(MV_8B.method, MV_8B.base_model, MV_8B.dataset, k), rights / 40, half=0.1)
-            con.executemany(
-                "INSERT INTO eval_samples (run_id, step, benchmark, problem_id, sample_index, correct_math_verify) "
-                "VALUES (?, 100, 'MATH500', ?, 0, ?)",
-                [(run_id, f"p{p:02d}", p < rights) for p in range(40)],
-            )
-    row = _row(db, "Table 1", MV_8B)
-    assert (row["measured"], row["seeds"], row["interval"]) == (80.0, 3, "seeds+problems")
-    assert 60 < row["ci_low"] < 80 < row["ci_high"] < 95 and row["verdict"] == WITHIN
 
 
 def test_a_base_row_is_decided_on_its_problem_interval(tmp_path: Path) -> None:
@@ -124,14 +117,6 @@ def test_a_base_row_is_decided_on_its_problem_interval(tmp_path: Path) -> None:
     assert (base["measured"], base["ci_low"], base["ci_high"]) == (60.0, 58.0, 62.0)
     assert base["interval"] == cell_verdicts.BASE_MODEL and base["verdict"] == OUTSIDE
     assert base["checkpoint_step"] == "base model"
-
-
-def test_the_scale_is_the_size_to_the_nearest_power_of_two() -> None:
-    assert scale_of("qwen3-8b-base") == scale_of("qwen2.5-7b") == "~8B"
-    assert scale_of("qwen2.5-3b") == scale_of("qwen3-4b-base") == scale_of("llama-3.2-3b-instruct") == "~4B"
-    assert scale_of("qwen3-1.7b-base") == "~2B"
-    assert scale_of("tiny") == "tiny"  # no shape: a scale of its own
-    assert scale_of("../../etc/passwd") == "../../etc/passwd"  # a store's name is matched, never opened
 
 
 def test_the_policy_is_checked() -> None:

@@ -90,25 +90,30 @@ def test_undecided_at_one_seed_decided_at_three(tmp_path: Path) -> None:
     assert decided.seeds_needed is not None and decided.seeds_needed >= 2
 
 
-def test_a_one_seed_row_borrows_the_seed_variance_of_its_method_at_its_scale_only(tmp_path: Path) -> None:
-    """Qwen3-8B-Base has three seeds of each method; a second row with one seed each borrows them when it is the same
-    ~8B scale (Qwen2.5-7B) and stays undecided when it is not (Qwen3-1.7B-Base, ~2B)."""
+def test_a_one_seed_row_borrows_only_within_its_method_family_and_size(tmp_path: Path) -> None:
+    """Qwen3-8B-Base on MATH has three seeds of each method; a second row with one seed each borrows them when it is
+    the same family and size (Qwen3-8B-Base on DAPO-14k), naming the lenders and their df, and stays undecided (one
+    seed) when it is another family of a similar size (Qwen2.5-7B: the mismatched lender)."""
     results = {}
-    for other in ("qwen2.5-7b", "qwen3-1.7b-base"):
-        db = tmp_path / f"{other}.duckdb"
+    for other in (("qwen3-8b-base", "dapo14k"), ("qwen2.5-7b", "math")):
+        db = tmp_path / f"{other[0]}.duckdb"
         with writer(db) as con:
             for i, (method, rates) in enumerate(
                 {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]}.items()
             ):
                 for k, rate in enumerate(rates):
                     _run(con, Cell(method, *ROWS[0], k), rate, seed=100 * i + k)
-                _run(con, Cell(method, other, "math"), rates[0], seed=100 * i + 50)
-        claim = Claim("c", "II beats MV", "Table 1", "compare", (*ROWS, (other, "math")), "math500",
+                _run(con, Cell(method, *other), rates[0], seed=100 * i + 50)
+        claim = Claim("c", "II beats MV", "Table 1", "compare", (*ROWS, other), "math500",
                       ("co_rewarding_2",), ("majority_voting",))  # fmt: skip
-        results[other] = _evaluate(db, claim)
-    same, other_scale = results["qwen2.5-7b"], results["qwen3-1.7b-base"]
+        results[other[0]] = _evaluate(db, claim)
+    same, other_family = results["qwen3-8b-base"], results["qwen2.5-7b"]
     assert same.variance == "problems+borrowed seed variance" and same.verdict == HOLDS and same.seeds == 1
-    assert other_scale.variance == "problems only" and other_scale.verdict == UNDECIDED
+    assert same.to_dict()["lenders"] == [{"cell": "co_rewarding_2__qwen3-8b-base__math", "df": 2},
+                                         {"cell": "majority_voting__qwen3-8b-base__math", "df": 2}]  # fmt: skip
+    assert same.df is not None and 2 <= same.df < 10  # Welch-Satterthwaite over the cells' df
+    assert other_family.variance == "problems only" and other_family.verdict == UNDECIDED
+    assert other_family.note.startswith("undecided (one seed)") and other_family.lenders == []
 
 
 def test_missing_cells_are_named_and_a_stable_claim_reads_the_collapse_rules(tmp_path: Path) -> None:
@@ -179,3 +184,44 @@ def test_the_report_opens_with_the_claims(tmp_path: Path) -> None:
     assert page.index("</dl>") < page.index('<h2 id="claims">') == page.index("<h2")  # the first section
     assert "The paper's claims (0 hold, 0 do not, 4 undecided)" in section
     assert "cells without runs: co_rewarding_1__qwen3-8b-base__math" in section
+
+
+def test_a_claim_never_mixes_two_versions_of_its_checker(tmp_path: Path) -> None:
+    """Three seeds of each method, one seed's samples scored by another version of math_verify: undecided, naming
+    both versions; with one version the same store decides."""
+    db = _store(tmp_path, {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]})
+    with writer(db) as con:
+        con.execute("UPDATE eval_samples SET checker_version_math_verify = 'math_verify 0.9.0+a1'")
+    assert _evaluate(db, _claim()).verdict == HOLDS
+    with writer(db) as con:
+        con.execute(
+            "UPDATE eval_samples SET checker_version_math_verify = 'math_verify 0.9.0+b2' "
+            "WHERE run_id LIKE 'majority_voting%seed1%'"
+        )
+    mixed = _evaluate(db, _claim())
+    assert mixed.verdict == UNDECIDED and mixed.effect is None
+    assert "2 versions of math_verify (math_verify 0.9.0+a1, math_verify 0.9.0+b2)" in mixed.note
+
+
+def test_a_one_seed_claim_borrows_from_seeded_cells_of_the_store_outside_the_claim(tmp_path: Path) -> None:
+    """The claim's only row has one seed per method; the store also holds the same methods on Qwen3-8B-Base x
+    DAPO-14k with three seeds (not part of the claim): the row borrows from them, named with their df. Seeded cells
+    of another family (Qwen2.5-7B) lend nothing."""
+    results = {}
+    for lender in (("qwen3-8b-base", "dapo14k"), ("qwen2.5-7b", "math")):
+        db = tmp_path / f"{lender[0]}.duckdb"
+        with writer(db) as con:
+            for i, (method, rates) in enumerate(
+                {"co_rewarding_2": [0.70, 0.73, 0.69], "majority_voting": [0.40, 0.44, 0.38]}.items()
+            ):
+                _run(con, Cell(method, *ROWS[0]), rates[0], seed=100 * i + 50)
+                for k, rate in enumerate(rates):
+                    _run(con, Cell(method, *lender, k), rate, seed=100 * i + k)
+        results[lender[0]] = _evaluate(db, _claim())
+    borrowed, other = results["qwen3-8b-base"], results["qwen2.5-7b"]
+    assert borrowed.variance == "problems+borrowed seed variance" and borrowed.verdict == HOLDS
+    assert [(d["cell"], d["df"]) for d in borrowed.lenders] == [
+        ("co_rewarding_2__qwen3-8b-base__dapo14k", 2), ("majority_voting__qwen3-8b-base__dapo14k", 2),
+    ]  # fmt: skip
+    assert borrowed.runs == sorted(borrowed.runs) and all("dapo14k" not in r for r in borrowed.runs)  # lenders lend
+    assert other.variance == "problems only" and other.verdict == UNDECIDED and other.lenders == []

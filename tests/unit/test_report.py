@@ -81,6 +81,9 @@ def test_co_rewarding_3_cells_are_listed_without_a_paper_value_never_as_failures
         r"<tr class=\"\"><td>(co_rewarding_3__[^<]+)</td><td>0</td><td>finished</td>.*?<td>no paper value</td>", section
     )
     assert len(rows) == 6 and "co_rewarding_3__qwen3-8b-base__dapo14k" in rows
+    # why: the reference CSV is v2's, not that the paper prints none (the v3 paper does)
+    assert "the v3 paper&#x27;s Co-rewarding-III values are not available here (the reference CSV holds" in section
+    assert "print no" not in section
     # their measured score at the newest evaluated step is shown, with its interval (not compared)
     measured = re.findall(r"<td>(\S+ \S+ @\d+ = \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\])</td>", section)
     assert len(measured) >= 5, section[:2000]
@@ -96,8 +99,10 @@ def test_the_cost_section_counts_runs_without_a_ledger_apart(report: str) -> Non
     assert "<td>co_rewarding_3</td><td>qwen3-8b-base</td><td>2</td><td>2</td>" in section
 
 
-def test_a_cell_outside_its_interval_is_flagged(store: Path, report: str) -> None:
-    """Majority voting collapses on Qwen2.5-7B x MATH: its last MATH500 value is far below the paper's (Table 7)."""
+def test_a_one_seed_cell_without_a_lender_of_its_family_is_undecided_not_flagged(store: Path, report: str) -> None:
+    """Majority voting collapses on Qwen2.5-7B x MATH: its last MATH500 value is far below the paper's (Table 7) and
+    outside its problem interval, but it has one seed and no Qwen2.5-7B cell has two to lend a seed variance (the
+    seeded cells are Qwen3-8B-Base's and Llama's, other families): undecided, never flagged."""
     with duckdb.connect(str(store), read_only=True) as con:
         paper = con.execute(
             """SELECT value FROM paper_results WHERE table_name = 'Table 7' AND method = 'majority_voting'
@@ -109,13 +114,14 @@ def test_a_cell_outside_its_interval_is_flagged(store: Path, report: str) -> Non
             AND checker = 'math_verify' AND metric = 'pass@1' ORDER BY step DESC LIMIT 1"""
         ).fetchone()
     assert paper and measured
-    run_id, value, low, high = measured
+    run_id, _, low, high = measured
     assert not low <= paper[0] <= high  # computed here, independently of the report
     flagged = report[report.index('id="flagged"') : report.index("<h2>By benchmark")]
-    row = next(r for r in flagged.split("<tr") if run_id in r and ">MATH500<" in r)
-    assert 'class="out"' in row and f"{value:.2f}" in row and f"{value - paper[0]:.2f}" in row
-    count = int(re.search(r"Cells outside their interval \((\d+)\)", report).group(1))  # type: ignore[union-attr]
-    assert count == flagged.count('<tr class="out">') and count > 0
+    assert run_id not in flagged
+    count = int(re.search(r"Cells outside their interval \((\d+)\)", flagged).group(1)) if "(" in flagged else 0  # type: ignore[union-attr]
+    assert count == flagged.count('<tr class="out">')
+    undecided = int(re.search(r"(\d+) undecided at one seed", report).group(1))  # type: ignore[union-attr]
+    assert undecided > 0
 
 
 def test_a_stable_cell_is_within_its_interval(report: str) -> None:

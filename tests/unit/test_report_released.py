@@ -30,7 +30,7 @@ def test_paper_released_and_reproduced_side_by_side_with_verdicts_and_flag(secti
     rows = {(r[0], r[1], r[4].split("<br>")[0]): r for r in _rows(section)}
     assert len(rows) == 4  # GT MATH500 seed 0 and seed 1, GT GSM8K, C3 MATH500
     seed1 = rows[(released_store.GT, "MATH500", "76.50 [74.00, 79.00]")]
-    assert seed1[3] == "80.00" and seed1[5].startswith("71.23 [67.99, 74.51]<br><small>step 20 · settings ")
+    assert seed1[3] == "80.00" and seed1[5].startswith("71.23 [68.00, 74.50]<br><small>step 20 · settings ")
     assert seed1[6:] == ["outside released CI", "CIs overlap", "⚠ settings differ: seed (evaluation)"]
     seed0 = rows[(released_store.GT, "MATH500", "81.23 [78.00, 84.00]")]
     assert seed0[6:] == ["within released CI", "CIs disjoint", "⚠ settings differ: seed (evaluation)"]

@@ -33,7 +33,8 @@ def _interval(row: dict[str, Any]) -> str:
         return "-"
     if row["low"] is None:
         return f"{row['effect']:.3f}"
-    return f"{row['effect']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
+    df = f" (t, df {row['df']})" if row.get("df") is not None else ""
+    return f"{row['effect']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]{df}"
 
 
 def format_claims(rows: list[dict[str, Any]]) -> str:
@@ -44,7 +45,11 @@ def format_claims(rows: list[dict[str, Any]]) -> str:
         lines.append(f"{'':15s}effect {_interval(row)}; {row['variance'] or '-'}; fewest seeds {row['seeds']}; "
                      f"{len(row['runs'])} run(s)")  # fmt: skip
         if row["seeds_needed"]:
-            lines.append(f"{'':15s}seeds per cell to decide at this variance: {row['seeds_needed']}")
+            lines.append(f"{'':15s}seeds per cell to find this effect with {row['power']:.0%} power: "
+                         f"{row['seeds_needed']}")  # fmt: skip
+        if row["lenders"]:
+            lent = ", ".join(f"{d['cell']} (df {d['df']})" for d in row["lenders"])
+            lines.append(f"{'':15s}one-seed cells borrow the seed variance of {lent}")
         if row["missing"]:
             cost = row.get("missing_gpu_hours")
             priced = f" (about {cost} GPU-hours: corewarding pipeline run --dry-run)" if cost is not None else ""

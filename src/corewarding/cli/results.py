@@ -210,7 +210,8 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--matrix",
         action="append",
         help="the cells of this matrix (default: paper); repeat to add another's, e.g. --matrix paper --matrix "
-        "paper_v3_seeds for the headline cells' seeds 1 and 2",
+        "paper_v3_seeds for the headline cells' seeds 1 and 2 (paper_v3_lenders: a seeded row the Qwen3-4B-Base "
+        "MATH row borrows from)",
     )
     synthetic.add_argument("--steps", type=int, default=120)
     synthetic.add_argument("--samples", type=int, default=400, help="evaluation samples per run and benchmark")

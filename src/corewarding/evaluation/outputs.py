@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from corewarding.evaluation.benchmarks import Problem
 from corewarding.evaluation.metrics import compute_metric
-from corewarding.evaluation.provenance import checker_settings
+from corewarding.evaluation.provenance import checker_settings, checker_version
 from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
 from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
@@ -43,6 +43,8 @@ SAMPLE_SCHEMA = pa.schema(
         ("truncated", pa.bool_()),
         ("finish_reason", pa.string()),
         ("settings_key", pa.string()),  # the unit's settings (checker aside): an audit keeps one set per protocol
+        ("checker_version_strict", pa.string()),  # the code that gave each verdict (provenance.checker_version)
+        ("checker_version_math_verify", pa.string()),
     ]
 )
 METRIC_SCHEMA = pa.schema(
@@ -75,12 +77,15 @@ def question_of(problem: Problem) -> str | None:
 def sample_rows(
     cfg: DictConfig, target: Target, problems: list[Problem], generations: list[dict[str, Any]], checker: Any
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Score every generation under the configured checkers; return the per-sample records and the counts."""
+    """Score every generation under the configured checkers; return the per-sample records (each with the version of
+    every checker that gave it a verdict) and the counts."""
     gold_of = {p.problem_id: p.gold for p in problems}
     question = {p.problem_id: question_of(p) for p in problems}
     responses = [g["response"] for g in generations]
     golds = [gold_of[g["problem_id"]] for g in generations]
     scored = score_responses(responses, golds, checkers=list(cfg.checkers), math_verify=checker)
+    strict_version = None if scored.correct_strict is None else checker_version("strict")
+    math_verify_version = None if scored.correct_math_verify is None else checker_version("math_verify")
     rows = []
     for i, g in enumerate(generations):
         rows.append(
@@ -95,6 +100,8 @@ def sample_rows(
                 "gold": golds[i],
                 "correct_strict": None if scored.correct_strict is None else scored.correct_strict[i],
                 "correct_math_verify": None if scored.correct_math_verify is None else scored.correct_math_verify[i],
+                "checker_version_strict": strict_version,
+                "checker_version_math_verify": math_verify_version,
                 "length": g["length"],
                 "truncated": g["finish_reason"] == "length",
                 "finish_reason": g["finish_reason"],

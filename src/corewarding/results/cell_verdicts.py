@@ -3,12 +3,13 @@
 Every paper cell, and every reproduction beside a released checkpoint, is read here: the newest run of each of the
 cell's seeds (the store's ``run_seeds``), at the checkpoint the policy picks, averaged over seeds. Its interval:
 
-- two or more seeds: the two-level bootstrap over seeds, then problems, on the stored per-problem samples of a mean
-  metric (pass@1, avg@k); a normal approximation from the seeds' values and problem intervals for other metrics or
-  where the samples are not stored;
-- one seed: the evaluation's problem interval widened by the seed variance pooled over the store's cells of the same
-  method and scale (benchmark and metric) with two or more seeds, labelled as borrowed; or the problem interval alone,
-  on which the verdict is ``undecided``, never ``outside``;
+- two or more seeds: the mean of the seeds' values with a t interval at ``k - 1`` degrees of freedom, its per-seed
+  variance the seeds' sample variance and at least their mean problem variance (read from each evaluation's stored
+  problem interval), as ``seed_variance`` says;
+- one seed: the evaluation's problem interval, widened to the t interval of the per-seed variance lent by the
+  store's cells of the same method, model family and size (benchmark and metric) with two or more seeds, at the
+  lenders' degrees of freedom and labelled with their names; or the problem interval alone, on which the verdict
+  is ``undecided``, never ``outside``;
 - a base model (no training run, so no seed variance): the problem interval, decisive.
 
 Values are fractions here; the callers print percent.
@@ -18,31 +19,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import cache
-from statistics import NormalDist
 
 import duckdb
 import numpy as np
 import pandas as pd
 
-from corewarding.config import config_dir, load_group_option
-from corewarding.results.names import benchmark_key, key_sql, name_sql
+from corewarding.results.names import key_sql, name_sql
 from corewarding.results.seed_variance import (
     DIFFERS,
     MATCHES,
     Interval,
+    Lent,
+    cell_spread,
+    lend,
+    lending_group,
     one_seed_interval,
-    pooled_seed_variance,
-    two_level_bootstrap,
+    spread_interval,
+    t_quantile,
+    variance_from_interval,
     verdict,
 )
 
 Con = duckdb.DuckDBPyConnection
 BASE_MODEL = "problems (base model: no training seed)"
-APPROXIMATE = "seeds+problems (normal approximation: no per-problem samples)"
 SAMPLED_CHECKERS = {"math_verify": "correct_math_verify", "strict": "correct_strict"}
 PolicyKey = tuple[str, str, str, str, str]  # method, base_model, dataset, benchmark_key, metric
-Pooled = dict[tuple[str, str, str, str], float]  # (method, scale, benchmark_key, metric) -> pooled seed variance
+Pooled = dict[tuple[str, str, str, str], Lent]  # (method, lending group, benchmark_key, metric) -> lent variance
 
 # The newest run of every seed cell, at the step the policy picks, per benchmark and metric.
 # Benchmarks are matched by ``names.key_sql`` and shown by ``names.name_sql``, so rows stored under another spelling
@@ -66,86 +68,51 @@ def seed_scores(con: Con, checker: str, policy: str) -> pd.DataFrame:
     benchmark_key, metric, value, ci_low, ci_high, n, num_problems."""
     if policy not in ("latest", "best"):
         raise ValueError(f"policy={policy!r}: latest or best")
-    return con.execute(_SEEDS_SQL, {"checker": checker, "policy": policy}).fetchdf()
+    frame = con.execute(_SEEDS_SQL, {"checker": checker, "policy": policy}).fetchdf()
+    frame["problem_variance"] = _problem_variance_column(frame)  # once for every row, not once per cell
+    return frame
 
 
-@cache
-def scale_of(base_model: str) -> str:
-    """The scale whose cells share a borrowed seed variance: the base model's size (``shape.params_b`` of its
-    config) to the nearest power of two, e.g. ``~8B`` for 7.6B and 8.2B; a model without a config or a shape is a
-    scale of its own (its name). A name from the store is matched against the config files, never opened as a path.
-    """
-    known = {p.stem for p in (config_dir() / "base_model").glob("*.yaml")}
-    if base_model not in known:
-        return base_model
-    shape = load_group_option("base_model", base_model).base_model.get("shape")
-    params_b = shape.get("params_b") if shape is not None else None
-    if not isinstance(params_b, int | float) or params_b <= 0:
-        return base_model
-    return f"~{2 ** round(math.log2(params_b)):g}B"
+def _problem_variances(seeds: pd.DataFrame, confidence: float = 0.95) -> list[float]:
+    """Each seed's problem variance of its score, from its stored problem interval (seeds without one left out)."""
+    if "problem_variance" in seeds and confidence == 0.95:
+        return [float(v) for v in seeds["problem_variance"] if not pd.isna(v)]
+    kept = seeds.dropna(subset=["ci_low", "ci_high"])
+    bounds = zip(kept["ci_low"].astype(float), kept["ci_high"].astype(float), strict=True)
+    return [variance_from_interval(low, high, confidence) for low, high in bounds]
 
 
 def pooled_variances(seeds: pd.DataFrame) -> Pooled:
-    """Per (method, scale, benchmark_key, metric): the between-seed variance of the cells with two or more seeds,
-    pooled (``seed_variance.pooled_seed_variance``); keys without such a cell are absent."""
-    cells: dict[tuple[str, str, str, str], list[list[float]]] = {}  # the seed values of each cell, per key
+    """Per (method, lending group, benchmark_key, metric): the per-seed variance lent by the cells with two or more
+    seeds, pooled with its degrees of freedom and lenders (``seed_variance.lend``); keys without such a cell are
+    absent."""
+    cells: dict[tuple[str, str, str, str], dict[str, tuple[list[float], list[float]]]] = {}
     keys = ["method", "base_model", "benchmark_key", "metric", "cell_group"]
-    seeded = seeds[seeds.groupby(keys)["value"].transform("size") >= 2]  # one-seed cells add nothing
-    for (method, base_model, key, metric, _), group in seeded.groupby(keys, sort=True):
-        cells.setdefault((str(method), scale_of(str(base_model)), str(key), str(metric)), []).append(
-            group["value"].astype(float).tolist()
-        )
-    pooled = {key: pooled_seed_variance(values) for key, values in cells.items()}
-    return {key: value for key, value in pooled.items() if value is not None}
-
-
-def problem_scores(con: Con, run_id: str, step: int, benchmark: str, checker: str) -> np.ndarray | None:
-    """The per-problem scores of one evaluation (each problem's mean verdict over its samples, ``benchmark`` in any
-    spelling), or None where the samples are not stored or the checker keeps no per-sample verdict."""
-    column = SAMPLED_CHECKERS.get(checker)
-    if column is None:
-        return None
-    rows = con.execute(
-        f"""SELECT avg({column}::DOUBLE) FROM eval_samples WHERE run_id = ? AND step = ?
-        AND {key_sql("benchmark")} = ? AND {column} IS NOT NULL GROUP BY problem_id ORDER BY problem_id""",
-        [run_id, int(step), benchmark_key(benchmark)],
-    ).fetchall()
-    return np.array([r[0] for r in rows], dtype=float) if rows else None
-
-
-def _normal_approximation(seeds: pd.DataFrame, confidence: float) -> Interval | None:
-    """Mean over seeds; half-width: the seeds' mean problem half-width and z s / sqrt(k), in quadrature."""
-    if seeds[["ci_low", "ci_high"]].isna().any(axis=None):
-        return None
     values = seeds["value"].astype(float).to_numpy()
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
-    problem_half = float(((seeds["ci_high"] - seeds["ci_low"]) / 2).mean())
-    half = math.hypot(problem_half, z * float(np.std(values, ddof=1)) / math.sqrt(values.size))
-    estimate = float(values.mean())
-    return Interval(estimate, estimate - half, estimate + half, int(values.size), APPROXIMATE)
+    problems = _problem_variance_column(seeds)
+    for (method, base_model, key, metric, group), rows in seeds.groupby(keys, sort=True).indices.items():
+        if len(rows) < 2:  # one-seed cells add nothing
+            continue
+        lender = (str(method), lending_group(str(base_model)), str(key), str(metric))
+        known = [float(v) for v in problems[rows] if not np.isnan(v)]
+        cells.setdefault(lender, {})[str(group)] = (values[rows].tolist(), known)
+    lent = {key: lend(members) for key, members in cells.items()}
+    return {key: value for key, value in lent.items() if value is not None}
 
 
-def cell_interval(
-    con: Con,
-    seeds: pd.DataFrame,
-    checker: str,
-    borrowed: float | None,
-    samples: int = 2000,
-    confidence: float = 0.95,
-) -> Interval | None:
+def _problem_variance_column(seeds: pd.DataFrame) -> np.ndarray:
+    """Each row's problem variance from its 95% problem interval (NaN without one), computed for all rows at once."""
+    low = pd.to_numeric(seeds["ci_low"], errors="coerce").to_numpy(dtype=float)
+    high = pd.to_numeric(seeds["ci_high"], errors="coerce").to_numpy(dtype=float)
+    return np.asarray(((high - low) / (2 * t_quantile(0.975, math.inf))) ** 2, dtype=float)
+
+
+def cell_interval(seeds: pd.DataFrame, borrowed: Lent | None, confidence: float = 0.95) -> Interval | None:
     """The interval of one cell on one benchmark and metric from its ``seed_scores`` rows (one per seed); None when
     a one-seed cell's evaluation stored no interval."""
     if len(seeds) >= 2:
-        metric = str(seeds["metric"].iloc[0])
-        mean_metric = metric == "pass@1" or metric.startswith("avg@")
-        scores = [problem_scores(con, r.run_id, r.step, r.benchmark, checker) for r in seeds.itertuples()]
-        if not mean_metric or any(s is None for s in scores):
-            return _normal_approximation(seeds, confidence)
-        boot = two_level_bootstrap([s for s in scores if s is not None], samples, confidence)
-        # the bootstrap's spread, centred on the stored values' mean (they agree when the samples are those scored)
-        estimate = float(seeds["value"].mean())
-        shift = estimate - boot.estimate
-        return Interval(estimate, boot.low + shift, boot.high + shift, boot.seeds, boot.source)
+        values = seeds["value"].astype(float).tolist()
+        return spread_interval(cell_spread(values, _problem_variances(seeds, confidence), None), confidence)
     row = seeds.iloc[0]
     if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
         return None
@@ -166,7 +133,8 @@ VERDICT_WORDS = {MATCHES: WITHIN, DIFFERS: OUTSIDE}
 MEANINGS = {
     WITHIN: "the paper's value lies inside the cell's interval",
     OUTSIDE: "the paper's value lies outside an interval that holds seed variance (measured, or borrowed from cells "
-    "of the same method and scale), or outside a base model's problem interval",
+    "of the same method, model family and size, named with their degrees of freedom), or outside a base model's "
+    "problem interval",
     UNDECIDED: "outside the problem interval of a cell with one seed and no seed variance to borrow: run more seeds",
 }
 
@@ -185,7 +153,7 @@ def in_percent(interval: Interval | None) -> Interval | None:
     if interval is None:
         return None
     low, high, estimate = (round(v * 100, 2) for v in (interval.low, interval.high, interval.estimate))
-    return Interval(estimate, low, high, interval.seeds, interval.source)
+    return Interval(estimate, low, high, interval.seeds, interval.source, interval.df, interval.lenders)
 
 
 KEY = ["method", "base_model", "dataset", "benchmark_key", "metric"]  # the columns of a PolicyKey
@@ -199,11 +167,11 @@ def seeds_by_key(seeds: pd.DataFrame, wanted: pd.DataFrame) -> dict[PolicyKey, p
     return {(str(m), str(b), str(d), str(k), str(t)): group for (m, b, d, k, t), group in groups}
 
 
-def borrowed_for(pooled: Pooled, key: PolicyKey) -> float | None:
-    """The pooled seed variance a one-seed cell of ``key`` borrows (None: no cell of its method and scale has two
-    seeds on that benchmark and metric)."""
+def borrowed_for(pooled: Pooled, key: PolicyKey) -> Lent | None:
+    """The per-seed variance a one-seed cell of ``key`` borrows (None: no cell of its method, model family and size
+    has two seeds on that benchmark and metric)."""
     method, base_model, _, benchmark_key, metric = key
-    return pooled.get((method, scale_of(base_model), benchmark_key, metric))
+    return pooled.get((method, lending_group(base_model), benchmark_key, metric))
 
 
 def steps_text(steps: Sequence[float | int | None]) -> str:

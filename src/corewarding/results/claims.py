@@ -3,10 +3,11 @@ the measured variance, with the effect, its interval, the cells used, and the se
 
 A ``compare`` claim's effect is, averaged over its rows (base model x data set), the mean score of its ``better``
 methods minus the mean of its ``worse`` ones on one benchmark (each cell's score: its newest run's newest evaluated
-step, per problem the mean over samples of the checker's verdict, then over problems and seeds). The interval
-resamples every cell as ``seed_variance`` says: seeds then problems with two or more seeds; with one seed, problems
-plus a seed variance borrowed from the claim's cells of the same method and scale (labelled), or problems only, in
-which case the claim stays undecided. A ``stable`` claim reads the store's collapse rules up to a step.
+step, per problem the mean over samples of the checker's verdict, then over problems and seeds). Its interval is a
+t interval at the Welch-Satterthwaite degrees of freedom of the cells' variances, each as ``seed_variance`` says:
+from its seeds with two or more; with one seed, lent by the claim's cells of the same method, model family and size
+(named with their degrees of freedom), or problems only, in which case the claim stays undecided. The rule is
+calibrated by simulation (``calibration``). A ``stable`` claim reads the store's collapse rules up to a step.
 """
 
 from __future__ import annotations
@@ -22,17 +23,24 @@ import numpy as np
 import pandas as pd
 
 from corewarding.matrix import Cell
-from corewarding.results.cell_verdicts import SAMPLED_CHECKERS, scale_of
+from corewarding.results.cell_verdicts import SAMPLED_CHECKERS
+from corewarding.results.checker_versions import sample_checker_versions
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.names import benchmark_key, key_sql
 from corewarding.results.read import collapse_inputs
 from corewarding.results.seed_variance import (
     BORROWED,
+    POWER,
     PROBLEMS_ONLY,
     SEEDS_AND_PROBLEMS,
-    pooled_seed_variance,
-    seeds_to_decide,
-    two_level_replicates,
+    Lent,
+    cell_spread,
+    lend,
+    lending_group,
+    problem_variance,
+    seeds_for_power,
+    t_half_width,
+    welch,
 )
 from corewarding.yaml_bounds import read_yaml
 
@@ -81,14 +89,21 @@ class ClaimResult:
     seeds: int = 0  # the fewest seeds of any cell used
     runs: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # cell ids (seed 0) the store has no scored run of
-    seeds_needed: int | None = None
+    seeds_needed: int | None = None  # per cell, to find the measured effect with probability ``power``
     note: str = ""
+    df: float | None = None  # the interval's degrees of freedom (Welch-Satterthwaite)
+    lenders: list[dict[str, Any]] = field(default_factory=list)  # the cells a one-seed cell borrowed from, with df
+    per_seed_variance: float | None = None  # one seed's variance (seeds and problems), behind seeds_needed
+    power: float = POWER
 
     def to_dict(self) -> dict[str, Any]:
+        df = None if self.df is None or not math.isfinite(self.df) else round(self.df, 2)
         return {
             "id": self.claim.id, "table": self.claim.table, "text": self.claim.text, "verdict": self.verdict,
-            "effect": self.effect, "low": self.low, "high": self.high, "variance": self.variance, "seeds": self.seeds,
-            "runs": self.runs, "missing": self.missing, "seeds_needed": self.seeds_needed, "note": self.note,
+            "effect": self.effect, "low": self.low, "high": self.high, "df": df, "variance": self.variance,
+            "lenders": self.lenders, "seeds": self.seeds, "runs": self.runs, "missing": self.missing,
+            "seeds_needed": self.seeds_needed, "power": self.power, "assumed_effect": self.effect,
+            "per_seed_variance": self.per_seed_variance, "note": self.note,
         }  # fmt: skip
 
 
@@ -170,6 +185,20 @@ def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchm
     ).fetchdf()
 
 
+def lender_cells(con: duckdb.DuckDBPyConnection, borrowers: Sequence[Cell]) -> list[Cell]:
+    """The store's cells with two or more seeds that could lend to ``borrowers`` (one-seed cells): the same method and
+    lending group (model family and size), other than the borrowers themselves."""
+    wanted = {(c.method, lending_group(c.base_model)) for c in borrowers}
+    rows = con.execute(
+        """SELECT DISTINCT r.method, r.base_model, r.dataset FROM runs r JOIN run_seeds s USING (run_id)
+        WHERE s.cell_group IN (SELECT cell_group FROM run_seeds GROUP BY cell_group
+                               HAVING count(DISTINCT seed_index) >= 2) ORDER BY ALL"""
+    ).fetchall()
+    own = {c.cell_id for c in borrowers}
+    cells = [Cell(str(m), str(b), str(d)) for m, b, d in rows]
+    return [c for c in cells if (c.method, lending_group(c.base_model)) in wanted and c.cell_id not in own]
+
+
 def _latest_runs(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
     return con.execute(
         LATEST + " SELECT run_id, cell_id, cell, last_step FROM latest WHERE k = 1", [[c.cell_id for c in cells]]
@@ -177,18 +206,70 @@ def _latest_runs(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.Da
 
 
 # ---- evaluating ----------------------------------------------------------------------------------------------------
-def _cell_replicates(
-    seeds: list[np.ndarray], borrowed: float | None, samples: int, rng: np.random.Generator
-) -> tuple[np.ndarray, str]:
-    """A cell's bootstrap replicates of its score, and what their spread holds."""
-    if len(seeds) >= 2:
-        return two_level_replicates(seeds, samples, int(rng.integers(1 << 31))), SEEDS_AND_PROBLEMS
-    scores = seeds[0]
-    draws = rng.integers(0, scores.size, (samples, scores.size))
-    replicates = scores[draws].mean(axis=1)
-    if borrowed is None:
-        return replicates, PROBLEMS_ONLY
-    return replicates + rng.normal(0.0, math.sqrt(borrowed), samples), BORROWED
+def claim_weights(claim: Claim) -> dict[str, float]:
+    """Each cell's weight in a compare claim's effect: the mean over rows of (mean of better - mean of worse)."""
+    weights: dict[str, float] = {}
+    for b, d in claim.rows:
+        for m in claim.better:
+            weights[Cell(m, b, d).cell_id] = 1 / (len(claim.rows) * len(claim.better))
+        for m in claim.worse:
+            weights[Cell(m, b, d).cell_id] = -1 / (len(claim.rows) * len(claim.worse))
+    return weights
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a compare rule decides from the cells' seeds: the effect, its t interval (Welch-Satterthwaite degrees of
+    freedom), what the weakest cell's spread holds, the lenders, and the seeds per cell for 80% power."""
+
+    verdict: str
+    effect: float
+    low: float
+    high: float
+    df: float
+    variance: str
+    lenders: tuple[tuple[str, int], ...]
+    seeds_needed: int | None
+    per_seed_variance: float | None
+
+
+def decide(
+    cells: dict[str, list[np.ndarray]],
+    weights: dict[str, float],
+    groups: dict[str, tuple[str, str]],
+    confidence: float = 0.95,
+    plan: bool = True,
+) -> Decision:
+    """The compare rule on the cells' per-problem scores (cell -> one array per seed): each cell's mean over seeds
+    and its variance (``seed_variance.cell_spread``; a one-seed cell borrows from the cells of its lending group,
+    ``groups``: cell -> (method, model family and size)), then the weighted effect with its t interval. ``holds``
+    when the interval is above 0, ``does not hold`` below, else ``undecided``; always ``undecided`` when a cell has
+    one seed and nothing to borrow; ``plan``: with the seeds per cell for 80% power. Pure: the calibration
+    simulates it (results/calibration.py)."""
+    seeds = {cell: ([float(s.mean()) for s in arrays], [problem_variance(s) for s in arrays])
+             for cell, arrays in cells.items()}  # fmt: skip
+    by_group: dict[tuple[str, str], dict[str, tuple[list[float], list[float]]]] = {}
+    for cell, values in seeds.items():
+        by_group.setdefault(groups[cell], {})[cell] = values
+    lent = {group: lend(members) for group, members in by_group.items()}
+    spreads = {cell: cell_spread(*seeds[cell], lent[groups[cell]], cell) for cell in weights}
+    order = list(weights)
+    effect, variance, df = welch([spreads[c] for c in order], [weights[c] for c in order])
+    half = t_half_width(variance, df, confidence)
+    low, high = effect - half, effect + half
+    sources = {s.source for s in spreads.values()}
+    weakest = next(s for s in (PROBLEMS_ONLY, BORROWED, SEEDS_AND_PROBLEMS) if s in sources)
+    decisive = weakest != PROBLEMS_ONLY
+    verdict = HOLDS if decisive and low > 0 else FAILS if decisive and high < 0 else UNDECIDED
+    borrowers = {groups[cell] for cell, spread in spreads.items() if spread.source == BORROWED}
+    lenders = tuple(sorted({pair for group in borrowers for pair in (lent[group] or Lent(0, 0, ())).lenders}))
+    known = [g.variance for g in lent.values() if g is not None]
+    per_seed = float(np.mean(known)) if known else None
+    needed = None
+    if plan and per_seed is not None:
+        needed = seeds_for_power(effect, per_seed, sum(w * w for w in weights.values()), len(weights), POWER,
+                                 confidence)  # fmt: skip
+    return Decision(verdict, effect, low, high, df, weakest, lenders, needed, per_seed)
 
 
 def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples: int, rng_seed: int) -> ClaimResult:
@@ -200,46 +281,34 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples
     runs = sorted(scores["run_id"].unique().tolist())
     if missing:
         return ClaimResult(claim, UNDECIDED, runs=runs, missing=missing, note="cells without a scored run")
-    seed_means = {cell: [float(s.mean()) for s in seeds] for cell, seeds in by_cell.items()}
-    by_scale: dict[tuple[str, str], list[list[float]]] = {}  # (method, scale) -> its cells' seed means
-    for cell in claim.cells():
-        by_scale.setdefault((cell.method, scale_of(cell.base_model)), []).append(seed_means[cell.cell_id])
-    pooled = {key: pooled_seed_variance(cells) for key, cells in by_scale.items()}
-    rng = np.random.default_rng(rng_seed)
-    replicates: dict[str, np.ndarray] = {}
-    sources: set[str] = set()
-    for cell in claim.cells():
-        borrowed = pooled[(cell.method, scale_of(cell.base_model))]
-        replicates[cell.cell_id], source = _cell_replicates(by_cell[cell.cell_id], borrowed, samples, rng)
-        sources.add(source)
-
-    def effect_of(value: dict[str, Any]) -> Any:
-        rows = [
-            np.mean([value[Cell(m, b, d).cell_id] for m in claim.better], axis=0)
-            - np.mean([value[Cell(m, b, d).cell_id] for m in claim.worse], axis=0)
-            for b, d in claim.rows
-        ]
-        return np.mean(rows, axis=0)
-
-    effect = float(effect_of({c: float(np.mean(v)) for c, v in seed_means.items()}))
-    low, high = (float(x) for x in np.quantile(effect_of(replicates), [0.025, 0.975]))
-    variance = next(s for s in (PROBLEMS_ONLY, BORROWED, SEEDS_AND_PROBLEMS) if s in sources)  # the weakest
-    if variance == PROBLEMS_ONLY:
-        verdict, note = UNDECIDED, "one seed and no seed variance to borrow: run more seeds"
+    versions = sample_checker_versions(con, runs, benchmark_key(str(claim.benchmark)), checker) - {None}
+    if len(versions) > 1:  # verdicts of two versions of the checker's code are two measurements, never one claim
+        shown = ", ".join(sorted(map(str, versions)))
+        note = f"the samples were scored by {len(versions)} versions of {checker} ({shown}); score them with one"
+        return ClaimResult(claim, UNDECIDED, runs=runs, note=note)
+    lenders = [c for c in claim.cells() if len(by_cell[c.cell_id]) == 1]  # one-seed cells borrow from the store
+    extra = [c for c in lender_cells(con, lenders) if c.cell_id not in by_cell] if lenders else []
+    if extra:
+        lent = problem_scores(con, extra, str(claim.benchmark), checker)
+        for (cell, _), group in lent.groupby(["cell", "cell_id"], sort=True):
+            by_cell.setdefault(str(cell), []).append(group["score"].to_numpy())
+    groups = {c.cell_id: (c.method, lending_group(c.base_model)) for c in [*claim.cells(), *extra]}
+    found = decide({c: a for c, a in by_cell.items() if c in groups}, claim_weights(claim), groups)
+    if found.variance == PROBLEMS_ONLY:
+        note = ("undecided (one seed): a cell has one seed and no cell of its method, model family and size has two "
+                "to lend a seed variance; run more seeds")  # fmt: skip
+    elif found.variance == BORROWED:
+        note = "one-seed cells borrow the seed variance of their method, model family and size"
     else:
-        verdict = HOLDS if low > 0 else FAILS if high < 0 else UNDECIDED
-        note = (
-            ""
-            if variance == SEEDS_AND_PROBLEMS
-            else "one-seed cells borrow the seed variance of their method and scale"
-        )
-    known = [v for v in pooled.values() if v is not None]
-    needed = None
-    if known:  # the effect's variance with n seeds per cell is c sigma^2 / n, c = (1/|better| + 1/|worse|) / rows
-        c = (1 / len(claim.better) + 1 / len(claim.worse)) / len(claim.rows)
-        needed = seeds_to_decide(effect, math.sqrt(c * float(np.mean(known)) / 2))
-    return ClaimResult(claim, verdict, effect, low, high, variance, min(len(v) for v in by_cell.values()), runs,
-                       seeds_needed=needed, note=note)  # fmt: skip
+        note = ""
+    if found.verdict == UNDECIDED and found.variance != PROBLEMS_ONLY:
+        note = (note + "; " if note else "") + "the interval spans 0"
+    return ClaimResult(
+        claim, found.verdict, found.effect, found.low, found.high, found.variance,
+        min(len(v) for v in by_cell.values()), runs, seeds_needed=found.seeds_needed, note=note, df=found.df,
+        lenders=[{"cell": cell, "df": df} for cell, df in found.lenders],
+        per_seed_variance=found.per_seed_variance,
+    )  # fmt: skip
 
 
 def _stable(con: duckdb.DuckDBPyConnection, claim: Claim, rules: CollapseRules) -> ClaimResult:

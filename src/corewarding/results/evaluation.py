@@ -6,8 +6,11 @@ those), ci_low, ci_high, n (samples per problem), num_problems, temperature, see
 JSON of evaluation/provenance.py) and settings_key.
 samples.parquet: step, benchmark, problem_id, sample_index, response, extracted_answer, correct_strict,
 correct_math_verify, length (tokens), truncated, question (the prompt's last user message), gold (the reference
-answer). Extra columns are ignored; optional columns that are absent (older files) load as NULL. Benchmarks are
-stored under their canonical name (``names.benchmark_name``: ``math500`` and ``Math-500`` as ``MATH500``).
+answer), settings_key (the unit's settings, checker aside), checker_version_strict and checker_version_math_verify
+(the code that gave each verdict: provenance.checker_version). A file written before the versions were kept gets
+them from its unit's metric rows (``fill_checker_versions``). Extra columns are ignored; optional columns that are
+absent (older files) load as NULL. Benchmarks are stored under their canonical name (``names.benchmark_name``:
+``math500`` and ``Math-500`` as ``MATH500``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from corewarding.results.names import benchmark_name, key_sql
+from corewarding.settings_diff import settings_dict, settings_key
 
 # strict / math_verify: the math harness; the others: the external benchmarks' own tools (IFEval, MMLU-Pro, code)
 CHECKERS = ("strict", "math_verify", "lm_eval", "livecodebench", "zeroeval")
@@ -54,7 +58,11 @@ SAMPLE_COLUMNS = [
     ("question", "VARCHAR", False),
     ("gold", "VARCHAR", False),
     ("settings_key", "VARCHAR", False),
+    ("checker_version_strict", "VARCHAR", False),
+    ("checker_version_math_verify", "VARCHAR", False),
 ]
+# the checkers a sample row carries a verdict (``correct_<checker>``) and its version (``checker_version_<checker>``) of
+SAMPLE_CHECKERS = ("strict", "math_verify")
 
 
 class EvalFileError(ValueError):
@@ -150,6 +158,7 @@ def insert_eval_samples(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
         raise EvalFileError(
             f"{path}: step/benchmark/problem_id/sample_index/settings_key {dup[:5]} appears {dup[5]} times"
         )
+    fill_checker_versions(con, run_id)
     names = ", ".join(name for name, _, _ in SAMPLE_COLUMNS)
     return _insert(
         con,
@@ -157,6 +166,40 @@ def insert_eval_samples(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
         "ORDER BY step, benchmark, settings_key, problem_id, sample_index",
         run_id,
     )
+
+
+def _unit_versions(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[tuple[object, ...], str]:
+    """(step, benchmark, unit settings key, checker) -> the checker version the run's stored metric rows of that unit
+    record. A metric row's settings are its unit's plus ``checker_tool`` and ``checker_version`` (provenance.py), so
+    without those two they key the unit as its samples' ``settings_key`` does. A unit whose rows disagree is left
+    out."""
+    rows = con.execute(
+        "SELECT DISTINCT step, benchmark, checker, settings FROM eval_metrics "
+        "WHERE run_id = ? AND settings IS NOT NULL AND list_contains(?, checker)",
+        [run_id, list(SAMPLE_CHECKERS)],
+    ).fetchall()
+    found: dict[tuple[object, ...], set[object]] = {}
+    for step, benchmark, checker, settings in rows:
+        unit = settings_dict(settings)
+        if unit is None:
+            continue
+        version = unit.pop("checker_version", None)
+        unit.pop("checker_tool", None)
+        found.setdefault((step, benchmark, settings_key(unit), checker), set()).add(version)
+    return {key: str(next(iter(v))) for key, v in found.items() if len(v) == 1 and None not in v}
+
+
+def fill_checker_versions(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Give each sample of ``incoming`` with a verdict but no checker version (a file written before the versions
+    were kept) the version its unit's metric rows record: one process scored a unit's samples and metrics, with the
+    same code. Reads the run's ``eval_metrics``, which an ingest replaces before its samples."""
+    for (step, benchmark, key, checker), version in _unit_versions(con, run_id).items():
+        column = f"checker_version_{checker}"  # from SAMPLE_CHECKERS, never input
+        con.execute(
+            f"UPDATE incoming SET {column} = ? WHERE {column} IS NULL AND correct_{checker} IS NOT NULL "
+            "AND step IS NOT DISTINCT FROM ? AND benchmark = ? AND settings_key = ?",
+            [version, step, benchmark, key],
+        )
 
 
 def _insert(con: duckdb.DuckDBPyConnection, sql: str, run_id: str) -> int:

@@ -123,7 +123,8 @@ def _metrics_loader(allow_partial_tail: bool) -> Loader:
     return load
 
 
-# kind -> (file in the run folder, table; the table names are constants, never input)
+# kind -> (file in the run folder, table; the table names are constants, never input). In this order: the samples
+# come after the metric rows they may read their checker versions from (evaluation.fill_checker_versions).
 RUN_SOURCES = {
     "metrics": (Path(run_folder.METRICS), "training_metrics"),
     "eval_metrics": (run_folder.EVAL_METRICS, "eval_metrics"),

@@ -57,7 +57,7 @@ def _trained(
     """The measurement of one trained cell over its seeds (``rows``: one per seed), with its interval."""
     if rows is None or not len(rows):
         return {"seeds": 0}
-    interval = cell_verdicts.cell_interval(con, rows, checker, cell_verdicts.borrowed_for(pooled, key))
+    interval = cell_verdicts.cell_interval(rows, cell_verdicts.borrowed_for(pooled, key))
     first = rows.iloc[0]
     return {
         "measured": float(rows["value"].mean()), "interval_": interval, "seeds": len(rows),
@@ -100,7 +100,7 @@ def paper_comparison(con: Con, table: str, checker: str, policy: str = "latest")
             **row.to_dict(), **found, "measured": measured,
             "difference": None if measured is None or paper is None else round(measured - paper, 2),
             "ci_low": shown.low if shown else None, "ci_high": shown.high if shown else None,
-            "interval": shown.source if shown else None,
+            "interval": shown.label if shown else None,
             "verdict": cell_verdicts.verdict_of(paper, measured, shown),
         })  # fmt: skip
     frame = pd.DataFrame(out, columns=COLUMNS)
@@ -112,9 +112,9 @@ NO_PAPER_VALUE = "no paper value"
 
 
 def runs_without_paper_value(con: Con, cell_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """The newest run of each cell the paper's tables print no value for (Co-rewarding-III, a method or model added
-    here), restricted to ``cell_ids`` unless None: shown as ``no paper value``, never compared or flagged. With
-    each its cell group and seed (a cell's seeds one after another) and its evaluated steps."""
+    """The newest run of each cell the reference CSV holds no value for (Co-rewarding-III, whose v3 values it lacks;
+    a method or model added here), restricted to ``cell_ids`` unless None: shown as ``no paper value``, never compared
+    or flagged. With each its cell group and seed (a cell's seeds one after another) and its evaluated steps."""
     return con.execute(
         """SELECT r.cell_id, s.cell_group, s.seed_index, r.method, r.base_model, r.dataset, r.status, r.last_step,
             r.total_steps,

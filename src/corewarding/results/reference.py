@@ -15,6 +15,11 @@ COLUMNS = ["table", "train_set", "model", "method", "benchmark", "value", "suspe
 # The paper reports pass@1 everywhere except AMC, where it reports avg@8 (methods.md section 9).
 PAPER_METRIC = {"amc": "avg@8"}
 DEFAULT_METRIC = "pass@1"
+# Why a Co-rewarding-III cell has no paper value here: the v3 paper reports it, but this CSV holds v2's numbers only
+V3_NOT_AVAILABLE = (
+    "the v3 paper's Co-rewarding-III values are not available here (the reference CSV holds the v2 paper's numbers; "
+    "it gains them when a source is found)"
+)
 
 
 def _hub_names(group: str) -> dict[str, str]:

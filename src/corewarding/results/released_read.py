@@ -14,7 +14,8 @@ import pandas as pd
 
 from corewarding.results import cell_verdicts
 from corewarding.results.names import key_sql, name_sql
-from corewarding.results.seed_variance import PROBLEMS_ONLY, Interval, one_seed_interval
+from corewarding.results.reference import V3_NOT_AVAILABLE
+from corewarding.results.seed_variance import PROBLEMS_ONLY, Interval, Lent, one_seed_interval
 from corewarding.settings_diff import differing_settings, settings_dict
 
 Con = duckdb.DuckDBPyConnection
@@ -38,14 +39,15 @@ UNDECIDED_RELEASED = cell_verdicts.UNDECIDED  # either verdict, when only proble
 VERDICTS = {
     WITHIN_RELEASED: "the paper's value lies inside the released checkpoint's interval",
     OUTSIDE_RELEASED: "the paper's value lies outside the released checkpoint's interval, widened by the seed "
-    "variance of reproduced cells of the same method and scale (a released checkpoint is one training run)",
+    "variance of reproduced cells of the same method, model family and size (a released checkpoint is one training "
+    "run)",
     OVERLAP: "the released and the reproduced intervals share at least one value",
     DISJOINT: "the released and the reproduced intervals share no value, both holding seed variance",
-    UNDECIDED_RELEASED: "outside or disjoint on problem variance alone: no reproduced cell of the method and scale has "
-    "two seeds to borrow a seed variance from",
+    UNDECIDED_RELEASED: "outside or disjoint on problem variance alone: no reproduced cell of the method, model "
+    "family and size has two seeds to borrow a seed variance from",
     NO_CI: "a side has no interval, so no verdict",
     NOT_REPRODUCED: "no run of the cell is evaluated on this benchmark and metric",
-    NO_PAPER_VALUE: "the paper prints no number for this cell and benchmark",
+    NO_PAPER_VALUE: f"the reference CSV holds no number for this cell and benchmark; {V3_NOT_AVAILABLE}",
 }
 
 # Benchmarks matched by ``names.key_sql`` and shown by ``names.name_sql``, whatever spelling a row was stored under
@@ -95,7 +97,8 @@ def released_comparison(con: Con, cell_ids: Sequence[str] | None, checker: str) 
     benchmark and metric, at its latest evaluated step (a same-settings row first where a step has several), with
     the seed-aware interval of ``cell_verdicts``; ``run_id``, step and settings are the first seed's. The verdicts
     follow ``seed_variance``'s rule: a released checkpoint is one training run, so its interval is widened by the
-    seed variance borrowed from reproduced cells of the method and scale (``released_interval`` says which), and
+    seed variance borrowed from reproduced cells of the method, model family and size (``released_interval`` says
+    which), and
     intervals of problem variance alone never give ``outside`` or ``disjoint``; ``released_wide_low`` and
     ``released_wide_high`` are the widened interval the verdicts use. Released rows of one benchmark
     under several settings keys (two seeds) are separate scores, never averaged. ``settings_differ`` names the
@@ -137,7 +140,7 @@ def _over_seeds(con: Con, group: pd.DataFrame, pooled: cell_verdicts.Pooled, che
         return row
     seeds = measured.rename(columns={"seed_value": "value", "seed_ci_low": "ci_low", "seed_ci_high": "ci_high",
                                      "seed_benchmark": "benchmark", "reproduced_step": "step"})  # fmt: skip
-    interval = cell_verdicts.in_percent(cell_verdicts.cell_interval(con, seeds, checker, borrowed))
+    interval = cell_verdicts.in_percent(cell_verdicts.cell_interval(seeds, borrowed))
     shown = interval.source if interval else None
     row.update(reproduced=round(float(measured["seed_value"].mean()) * 100, 2), reproduced_seeds=len(measured),
                reproduced_ci_low=interval.low if interval else None, reproduced_interval=shown,
@@ -145,13 +148,13 @@ def _over_seeds(con: Con, group: pd.DataFrame, pooled: cell_verdicts.Pooled, che
     return row
 
 
-def _released_interval(row: pd.Series, borrowed: float | None) -> Interval | None:
+def _released_interval(row: pd.Series, borrowed: Lent | None) -> Interval | None:
     """A released checkpoint's interval in percent: one training run's problem interval, widened by the seed variance
     its cell borrows (``seed_variance.one_seed_interval``), or alone and labelled so."""
     if pd.isna(row["released_ci_low"]) or pd.isna(row["released_ci_high"]):
         return None
     wide = one_seed_interval(float(row["released"]), float(row["released_ci_low"]), float(row["released_ci_high"]),
-                             None if borrowed is None else borrowed * 100**2)  # fmt: skip
+                             None if borrowed is None else borrowed.scaled(100))  # fmt: skip
     return Interval(wide.estimate, round(wide.low, 2), round(wide.high, 2), 1, wide.source)
 
 

@@ -35,6 +35,7 @@ from corewarding.results.read import (
     paper_tables,
     runs_without_paper_value,
 )
+from corewarding.results.reference import V3_NOT_AVAILABLE
 from corewarding.results.released_read import released_comparison, unaudited
 from corewarding.results.report_claims import claims_section
 from corewarding.results.report_cost import cost_section
@@ -178,8 +179,9 @@ def _group_of(cell_id: str) -> str:
 
 
 def cells_without_paper_value(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
-    """The matrix's cells the paper's tables print no value for (Co-rewarding-III's), with their newest run if any:
-    listed as ``no paper value``, never compared or counted as outside an interval; a cell's seeds one after another."""
+    """The matrix's cells the reference CSV holds no value for (Co-rewarding-III's: the v3 paper reports them, but the
+    CSV holds v2's numbers), with their newest run if any: listed as ``no paper value``, never compared or counted as
+    outside an interval; a cell's seeds one after another."""
     printed = {
         tuple(r) for r in con.execute("SELECT DISTINCT method, base_model, dataset FROM paper_results").fetchall()
     }
@@ -292,8 +294,9 @@ def _flagged_section(comparison: pd.DataFrame) -> str:
     return (
         f'<h2 id="flagged">Cells outside their interval ({len(flagged)})</h2>'
         "<p>The paper's value lies outside the cell's interval, one that holds seed variance (measured over the "
-        "cell's seeds, or borrowed from cells of the same method and scale) or a base model's; largest differences "
-        "first.</p>" + _table(["benchmark", *CELL_HEADERS], _cell_rows(flagged, with_benchmark=True))
+        "cell's seeds, or borrowed from cells of the same method, model family and size, named in the interval "
+        "column) or a base model's; largest differences first.</p>"
+        + _table(["benchmark", *CELL_HEADERS], _cell_rows(flagged, with_benchmark=True))
     )
 
 
@@ -326,7 +329,8 @@ UNPAIRED_HEADERS += ["measured (newest step, 95% CI)", "paper", "run"]
 
 
 def _unpaired_section(unpaired: pd.DataFrame) -> str:
-    """The matrix's cells without a paper value (e.g. Co-rewarding-III's): their measured scores, not compared."""
+    """The matrix's cells without a paper value here (e.g. Co-rewarding-III's, whose v3 values the reference CSV
+    lacks): their measured scores, not compared."""
     if not len(unpaired):
         return ""
     rows = [
@@ -336,8 +340,8 @@ def _unpaired_section(unpaired: pd.DataFrame) -> str:
     ]  # fmt: skip
     return (
         f'<h2 id="no-paper-value">Cells without a paper value ({len(unpaired)})</h2>'
-        "<p>The paper's tables print no number for these cells (Co-rewarding-III's, from the paper's v3, or cells "
-        "added here): their measured scores are shown, not compared, and never counted as outside an interval.</p>"
+        f"<p>No paper value is available here for these cells: {escape(V3_NOT_AVAILABLE)}, and cells added here "
+        "have none. Their measured scores are shown, not compared, and never counted as outside an interval.</p>"
         + _table(UNPAIRED_HEADERS, rows)
     )
 
@@ -431,7 +435,7 @@ def _header(data: ReportData) -> str:
     note = plumbing + (
         "<p>Values are percent (pass@1; AMC avg@8); a trained cell's value is the mean over its seeds. Its 95% "
         "interval is bootstrapped over seeds, then problems; a cell with one seed widens its problem interval by the "
-        "seed variance of cells of the same method and scale, where one has two or more seeds. Verdicts: "
+        "seed variance of cells of the same method, model family and size, where one has two or more seeds. Verdicts: "
         + "; ".join(f"<em>{escape(v)}</em>: {escape(m)}" for v, m in MEANINGS.items())
         + ". ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
     )

@@ -3,6 +3,7 @@ verdict, effect and interval, what the interval holds and what would decide it. 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from html import escape
 
@@ -15,12 +16,15 @@ HEADERS = ["claim", "table", "verdict", "effect [95% CI]", "variance", "fewest s
 def _effect(r: ClaimResult) -> str:
     if r.effect is None:
         return "–"
-    return num(r.effect, 3) + (f" [{num(r.low, 3)}, {num(r.high, 3)}]" if r.low is not None else "")
+    df = f" (t, df {r.df:.1f})" if r.df is not None and math.isfinite(r.df) else ""
+    return num(r.effect, 3) + (f" [{num(r.low, 3)}, {num(r.high, 3)}]{df}" if r.low is not None else "")
 
 
 def _decide(r: ClaimResult) -> str:
     parts = [f"cells without runs: {', '.join(r.missing)}"] if r.missing else []
-    parts += [f"{r.seeds_needed} seeds per cell"] if r.seeds_needed else []
+    parts += [f"{r.seeds_needed} seeds per cell for {r.power:.0%} power at this effect"] if r.seeds_needed else []
+    lent = ", ".join(f"{d['cell']} (df {d['df']})" for d in r.lenders)
+    parts += [f"seed variance lent by {lent}"] if lent else []
     parts += [r.note] if r.note and not r.missing else []
     return escape("; ".join(parts)) or "–"
 
@@ -38,8 +42,10 @@ def claims_section(results: Sequence[ClaimResult]) -> str:
     failed = sum(r.verdict == FAILS for r in results)
     return (
         f'<h2 id="claims">The paper\'s claims ({held} hold, {failed} do not, {len(results) - held - failed} '
-        "undecided)</h2><p>Each claim of <code>configs/claims.yaml</code> on the stored runs. An interval holds "
-        "seed and problem variance; a claim on cells with one seed and no seed variance to borrow stays undecided. "
+        "undecided)</h2><p>Each claim of <code>configs/claims.yaml</code> on the stored runs. An interval is a t "
+        "interval at the Welch-Satterthwaite degrees of freedom that holds seed and problem variance; a one-seed cell "
+        "borrows from the cells of its method, model family and size (named, with their degrees of freedom), and "
+        "with none to borrow the claim stays undecided. "
         "<code>corewarding claims</code> also prices the cells that would decide an open claim.</p>"
         + table(HEADERS, rows)
     )

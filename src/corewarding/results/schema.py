@@ -118,8 +118,18 @@ _V7 = [
         FROM runs""",
 ]
 
+# v8: each sample says which version of each checker gave its verdicts (``checker_version_<checker>``, as
+# ``evaluation/provenance.checker_version`` writes it; NULL where that checker gave no verdict), so a claim never mixes
+# samples graded by different code. Rows stored before v8 are NULL (unknown); the ledger forgets the samples files, so
+# the next ingest reloads them and fills in what their files or their units' metric rows record.
+_V8 = [
+    "ALTER TABLE eval_samples ADD COLUMN checker_version_strict VARCHAR",
+    "ALTER TABLE eval_samples ADD COLUMN checker_version_math_verify VARCHAR",
+    "DELETE FROM sources WHERE kind = 'eval_samples'",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -175,13 +175,16 @@ def eval_metrics(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
     return frame
 
 
+SYNTHETIC_CHECKER_VERSION = "synthetic"  # every synthetic verdict's checker version, on its samples and its scores
+
+
 def synthetic_settings(checker: str) -> dict[str, str]:
     """The ``settings`` and ``settings_key`` columns of a synthetic score: the paper's protocol on vLLM."""
     settings = {
         "generation_backend": "vllm", "generation_version": "synthetic", "tensor_parallel_size": 1,
         "dtype": "bfloat16", "batch_size": None, "temperature": 0.8, "top_p": 1.0, "n": 8, "max_new_tokens": 3072,
         "seed": 0, "chat_template_sha256": None, "prompt": "synthetic", "checker_tool": checker,
-        "checker_version": None, "benchmark_sha256": None, "model_revision": "synthetic",
+        "checker_version": SYNTHETIC_CHECKER_VERSION, "benchmark_sha256": None, "model_revision": "synthetic",
     }  # fmt: skip
     return {"settings": settings_json(settings), "settings_key": settings_key(settings)}
 
@@ -219,6 +222,8 @@ def eval_samples(cell: Cell, spec: SyntheticSpec, seed: int) -> pd.DataFrame:
                     "extracted_answer": [None if t else str(a) for t, a in zip(truncated, answers, strict=True)],
                     "correct_strict": correct & ~truncated,
                     "correct_math_verify": (correct | (rng.random(n) < 0.2)) & ~truncated,  # checkers disagree
+                    "checker_version_strict": SYNTHETIC_CHECKER_VERSION,
+                    "checker_version_math_verify": SYNTHETIC_CHECKER_VERSION,
                     "length": length,
                     "truncated": truncated,
                 }
