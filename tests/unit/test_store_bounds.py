@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from corewarding.pipeline.report import CellReport
+from corewarding.pipeline.store.local_disk import LocalDisk
 from corewarding.pipeline.store.run_files import MAX_DEPTH
 from corewarding.pipeline.store.sharing import read_cell_report, write_cell_report
 from corewarding.pipeline.store.transport import ArtifactStore, StoreError
@@ -308,3 +309,25 @@ def test_a_deep_chain_in_a_store_without_links_is_refused_too(run_dir: Path) -> 
         one_line(refused, f"runs/{CELL}: folders nested deeper than {MAX_DEPTH} levels; refused")
     finally:
         store.fs.rm(store.root, recursive=True)
+
+
+def test_a_link_swapped_in_after_the_check_is_never_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write's check passes, then a folder of the store is replaced by a link to another folder before the file
+    is written: the write opens its folders without following links, so it refuses and writes nothing there."""
+    store_dir, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    (store_dir / "reports").mkdir(parents=True)
+    elsewhere.mkdir()
+    store = ArtifactStore(str(store_dir))
+    checked = LocalDisk.check
+
+    def check_then_swap(self: LocalDisk, path: str) -> None:
+        checked(self, path)
+        (store_dir / "reports").rmdir()
+        (store_dir / "reports").symlink_to(elsewhere)  # the race: after the check, before the write
+
+    monkeypatch.setattr(LocalDisk, "check", check_then_swap)
+    with pytest.raises(StoreError, match=r"reports is a link or not a regular file; the store never follows one"):
+        store.write_bytes("reports/cell.json", b'{"flow_run_id": "forged"}')
+    assert list(elsewhere.iterdir()) == []

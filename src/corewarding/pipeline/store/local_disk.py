@@ -3,12 +3,15 @@ of its folders or files at a file of the machine that syncs it (a token, a key) 
 
 Every path is taken from the store's root, resolved once when the store is opened. A read opens each folder from the
 root down with ``O_NOFOLLOW`` (so a link swapped in while it runs is refused too), a listing reads each folder through
-such a descriptor and stops at MAX_DEPTH, and a write first checks each existing part with ``lstat``. A link, a pipe,
+such a descriptor and stops at MAX_DEPTH, and a write checks each existing part with ``lstat``, then creates its
+folders and its file from the root down through such descriptors (``write``: a link swapped in between the check and
+the write is refused, never followed) and moves the file into place by name in its folder. A link, a pipe,
 a device, a file where a folder is expected, or a file with more than one name (a hard link) is refused with one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -101,6 +104,54 @@ class LocalDisk:
         except BaseException:
             os.close(fd)
             raise
+
+    def _open_folder(self, parts: list[str]) -> int:
+        """A descriptor of the folder root/parts, creating the missing ones, each from the one above without following
+        a link (the root itself is made when missing, as a write always did; a work pool checks it exists first)."""
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(self.root, _DIR)
+        try:
+            for i, name in enumerate(parts):
+                try:
+                    child = os.open(name, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+                        os.mkdir(name, 0o777, dir_fd=fd)
+                    child = os.open(name, _DIR, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in _REFUSED_OPEN:
+                        raise self.link_refused("/".join(parts[: i + 1])) from exc
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def write(self, path: str, source: bytes | str, temporary: str) -> None:
+        """Write ``source`` (bytes, or a local file's path) to the store file ``path``: a new file ``temporary`` in its
+        folder (opened through descriptors, never through a link), then renamed over ``path`` within that folder."""
+        self.check(path)
+        *folder, name = self.parts(path)
+        dir_fd = self._open_folder(folder)
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=dir_fd)  # fmt: skip
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    if isinstance(source, bytes):
+                        out.write(source)
+                    else:
+                        with open(source, "rb") as src:
+                            shutil.copyfileobj(src, out, 2**20)
+                os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # replaces the entry, follows nothing
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary, dir_fd=dir_fd)
+                raise
+        finally:
+            os.close(dir_fd)
 
     def read(self, path: str) -> bytes:
         """The content of a store file (see open_file)."""

@@ -129,8 +129,9 @@ class ArtifactStore:
         """Copy a local file (or bytes) to ``dest`` through a temporary name beside it, then move it into place."""
         parent, name = dest.rsplit("/", 1)
         tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex[:8]}"
-        if self.disk is not None:
-            self.disk.check(dest)
+        if self.disk is not None:  # a local store: through descriptors, so a link swapped in is never followed
+            self.disk.write(dest, source if isinstance(source, bytes) else str(source), tmp.rsplit("/", 1)[1])
+            return
         self.fs.makedirs(parent, exist_ok=True)
         try:
             if isinstance(source, bytes):
