@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from corewarding.pipeline.pool_key import KEY_FILE_VARIABLE, create_key
+from corewarding.pipeline.pool_key import KEY_FILE_VARIABLE
 from tests.support.net import free_port, wait_healthy
 
 BIN = Path(sys.executable).parent
@@ -40,10 +40,12 @@ def prefect_server(home: Path, database_url: str | None = None, auth: str | None
     server_env = {**env, "PREFECT_SERVER_API_AUTH_STRING": auth} if auth else env
     if auth:
         env["PREFECT_API_AUTH_STRING"] = auth
-    # the pool's signing key, on the clients only (submitters and workers): the server never holds it
+    # the pool's signing key, made as the README says and given to the clients only (submitters and workers): the
+    # server never holds it
     key_file = home / "pool.key"
     if not key_file.exists():
-        create_key(key_file)
+        subprocess.run([str(BIN / "corewarding"), "pool-key", "create", str(key_file)], check=True, capture_output=True,
+                       timeout=60)  # fmt: skip
     env[KEY_FILE_VARIABLE] = str(key_file)
     log = (home / "server.log").open("w")
     proc = subprocess.Popen(
