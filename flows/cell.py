@@ -17,9 +17,8 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from corewarding.pipeline.cells import plan_cell
-from corewarding.pipeline.job_checks import JobRefused, check_job, check_signature, worker_store
+from corewarding.pipeline.job_checks import check_job, signed_job, worker_keys, worker_store
 from corewarding.pipeline.jobs import CellJob
-from corewarding.pipeline.pool_key import PoolKeyError, load_keys
 from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
 from corewarding.pipeline.store import sharing
 from corewarding.pipeline.versions import check_same, code_version, config_hash
@@ -40,25 +39,17 @@ def _run_name() -> str:
     return str(params["cell_id"]) if attempt <= 1 else f"{params['cell_id']}#{attempt}"
 
 
-def _started_by_worker() -> bool:
-    """Whether this cell run came through the Prefect API (a worker's), not from a pipeline run in this process."""
-    return started_from_api()
-
-
 @flow(name="corewarding-cell", flow_run_name=_run_name)
 def cell(cell_id: str, job: dict[str, Any], attempt: int = 1) -> dict[str, Any]:
     """Train, evaluate and publish one cell; raises CellFailed (the run fails, naming the step) when a step failed,
     JobRefused or VersionMismatch (before any work) for a job that is not a parent's (docs/work-pool.md) or whose
     config or code is not this checkout's."""
-    from_api = _started_by_worker()
+    from_api = started_from_api()  # a worker's run: its job came through the Prefect API
     if from_api:  # before anything is read from it: signed by the pool's key, every field allowed
-        try:
-            check_signature({**job, "cell_id": cell_id}, load_keys())
-        except PoolKeyError as exc:
-            raise JobRefused(f"{cell_id}: this worker has no usable pool key ({exc})") from None
-    spec = CellJob.from_parameters({**job, "cell_id": cell_id})
-    if from_api:
+        spec = signed_job({**job, "cell_id": cell_id}, worker_keys())
         check_job(spec, worker_store())
+    else:
+        spec = CellJob.from_parameters({**job, "cell_id": cell_id})
     try:
         plan = plan_cell(spec.matrix, cell_id, spec.overrides)
     except ConfigError as exc:  # a job run's message names the key and the rule, never a value (docs/work-pool.md)

@@ -138,7 +138,7 @@ def test_a_worker_whose_config_differs_refuses_the_cell_naming_both_versions(
     config.write_text(text.replace("seed: 1 ", "seed: 2 ", 1))
     monkeypatch.chdir(worker)
     # a worker's own flow run (PREFECT__FLOW_RUN_ID is its id; tests/e2e/test_work_pool_trust.py runs real workers)
-    monkeypatch.setattr(cell_flow, "_started_by_worker", lambda: True)
+    monkeypatch.setattr(cell_flow, "started_from_api", lambda: True)
     state = cell(plan.cell_id, job.to_parameters(), return_state=True)  # type: ignore[call-overload]
     assert state.is_failed()
     message = str(state.message)
@@ -185,7 +185,7 @@ def test_a_job_runs_config_error_names_the_key_and_rule_never_the_environments_v
     config.write_text(text.replace("\nbackend: local", "\nbackend: ${oc.env:COREWARDING_TEST_CANARY}", 1))
     monkeypatch.setenv("COREWARDING_TEST_CANARY", CANARY)
     monkeypatch.chdir(worker)
-    monkeypatch.setattr(cell_flow, "_started_by_worker", lambda: True)
+    monkeypatch.setattr(cell_flow, "started_from_api", lambda: True)
     state = cell(plan.cell_id, job.to_parameters(), return_state=True)  # type: ignore[call-overload]
     assert state.is_failed()
     message = str(state.message)
@@ -265,7 +265,7 @@ def test_a_cell_run_from_the_api_checks_the_signature_itself(api: str, monkeypat
     settings = load_settings([], matrix="demo", cells=["gt_grpo__tiny__tiny"])
     plan = plan_cells(settings.selection)[0]
     job = cell_job(plan, settings, None, code_version(REPO))
-    monkeypatch.setattr(cell_flow, "_started_by_worker", lambda: True)
+    monkeypatch.setattr(cell_flow, "started_from_api", lambda: True)
     for unsigned in (job, job.signed(bytes.fromhex("11" * 32))):
         state = cell(plan.cell_id, unsigned.to_parameters(), return_state=True)  # type: ignore[call-overload]
         assert state.is_failed() and "gt_grpo__tiny__tiny: the job" in str(state.message), state.message

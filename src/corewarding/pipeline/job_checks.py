@@ -20,7 +20,7 @@ from corewarding.matrix import PLAIN_NAME_RULE, is_plain_name
 from corewarding.pipeline import job_overrides
 from corewarding.pipeline.job_overrides import OverrideRefused
 from corewarding.pipeline.jobs import CELL_FLOW_STEPS, CellJob
-from corewarding.pipeline.pool_key import SIGNATURE_FIELD, verify
+from corewarding.pipeline.pool_key import SIGNATURE_FIELD, PoolKeyError, load_keys, verify
 
 STORE_VARIABLE = "COREWARDING_STORE"  # a worker's own store (``corewarding worker --store``), for its cell runs
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -64,6 +64,25 @@ def check_signature(job: dict[str, Any], keys: list[bytes]) -> None:
     if not verify(job, keys):
         raise JobRefused(f"{where}: the job's signature does not verify with this worker's pool key (changed after "
                          "it was signed, or signed with another key)")  # fmt: skip
+
+
+def worker_keys() -> list[bytes]:
+    """This machine's pool keys, or JobRefused (a worker without a usable key runs no job; its message says why)."""
+    try:
+        return load_keys()
+    except PoolKeyError as exc:
+        raise JobRefused(f"this worker has no usable pool key ({exc})") from None
+
+
+def signed_job(raw: dict[str, Any], keys: list[bytes]) -> CellJob:
+    """The cell job of a flow run's parameters (``job`` with its ``cell_id``), once its signature verifies with one
+    of ``keys``; JobRefused for an unsigned or badly signed job, or one whose fields are not a cell job's. Its
+    field values are checked by ``check_job``."""
+    check_signature(raw, keys)  # first: nothing unsigned is read further
+    try:
+        return CellJob.from_parameters(raw)
+    except (TypeError, ValueError):
+        raise JobRefused("cell job: its fields are not a cell job's") from None
 
 
 def _typed(job: CellJob) -> str | None:

@@ -39,9 +39,14 @@ from prefect.utilities.engine import propose_state
 from prefect.utilities.processutils import setup_signal_handlers_worker
 from prefect.workers.process import ProcessJobConfiguration, ProcessWorker
 
-from corewarding.pipeline.job_checks import JobRefused, check_job, check_scheduled, check_signature, worker_store
-from corewarding.pipeline.jobs import CellJob
-from corewarding.pipeline.pool_key import PoolKeyError, load_keys
+from corewarding.pipeline.job_checks import (
+    JobRefused,
+    check_job,
+    check_scheduled,
+    signed_job,
+    worker_keys,
+    worker_store,
+)
 from corewarding.pipeline.settings import deployment_specs
 from corewarding.pipeline.versions import code_version
 from corewarding.runtime.worker import ENGINE_COMMANDS, ENTRYPOINTS, PULL_STEP
@@ -72,12 +77,7 @@ def vet_parameters(
     attempt = parameters.get("attempt", 1)
     if type(attempt) is not int or not 1 <= attempt <= 100:
         raise JobRefused("cell run parameter attempt: must be a whole number in [1, 100]")
-    raw = {**job, "cell_id": parameters.get("cell_id")}
-    check_signature(raw, keys)  # first: nothing unsigned is read further
-    try:
-        spec = CellJob.from_parameters(raw)
-    except (TypeError, ValueError):
-        raise JobRefused("cell job: its fields are not a cell job's") from None
+    spec = signed_job({**job, "cell_id": parameters.get("cell_id")}, keys)
     if spec.code_version != own_code:
         raise OtherCode(f"{spec.cell_id}: the parent runs code {spec.code_version}, this checkout {own_code}")
     check_job(spec, own_store)
@@ -165,10 +165,7 @@ with warnings.catch_warnings():
             if deployment.entrypoint != ENTRYPOINTS[kind] or deployment.pull_steps != [{PULL_STEP: {}}]:
                 raise JobRefused(f"deployment {deployment.name}: entrypoint or pull steps are not the platform's")
             own_code = await asyncio.to_thread(code_version, self.checkout)  # git: not on the event loop
-            try:
-                keys = load_keys()
-            except PoolKeyError as exc:
-                raise JobRefused(f"this worker has no usable pool key ({exc})") from None
+            keys = worker_keys()
             if kind == "pipeline" and self._schedules is None:
                 self._schedules = tuple(await asyncio.to_thread(deployment_specs))  # its own configs/pipeline.yaml
             vet_parameters(kind, dict(run.parameters or {}), worker_store(), own_code, keys, self._schedules or ())
