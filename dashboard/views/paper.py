@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from corewarding.results.cell_verdicts import MEANINGS
+from corewarding.results.cell_verdicts import INTERVAL_RULE, MEANINGS
 from corewarding.results.reference import V3_NOT_AVAILABLE
 from corewarding.results.report import build_report
 from dashboard.common import db_path, method_scale, query, require_store, table
@@ -18,8 +18,7 @@ st.title("Paper vs reproduction")
 st.caption(
     "Paper values are percent (pass@1, AMC avg@8, temperature 0.8). A cell's measured value is the mean over its "
     "seeds of each seed's newest run (`seeds`); base rows come from a base-model evaluation (step null) of a run of "
-    "that model. The interval is bootstrapped over seeds, then problems; a one-seed cell borrows the seed variance of "
-    "cells of the same method, model family and size (`interval` says which). Verdicts: "
+    f"that model. {INTERVAL_RULE} Verdicts: "
     + "; ".join(f"**{v}**: {m}" for v, m in MEANINGS.items())
     + ". ⚠ marks the IFEval cells that disagree with the paper's own sub-metric tables."
 )

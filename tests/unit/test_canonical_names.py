@@ -158,7 +158,7 @@ def _old_store(tmp_path: Path) -> Path:
 def test_one_claim_finds_its_cells_under_every_stored_spelling(tmp_path: Path, spelling: str) -> None:
     claim = Claim("c", "II beats MV", "Table 1", "compare", ROWS, spelling, ("co_rewarding_2",), ("majority_voting",))
     with reader(_old_store(tmp_path)) as con:
-        [result] = evaluate_claims(con, [claim], samples=400)
+        [result] = evaluate_claims(con, [claim])
     assert result.runs == sorted(_run_id(m, s) for m, s in SPELLED)  # all six, whatever their spelling
     assert (result.missing, result.note) == ([], "")
     assert result.seeds == 3 and result.verdict == HOLDS

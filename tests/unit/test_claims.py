@@ -64,7 +64,7 @@ def _claim(better: str = "co_rewarding_2", worse: str = "majority_voting") -> Cl
 
 def _evaluate(db: Path, claim: Claim) -> ClaimResult:
     with reader(db) as con:
-        [result] = evaluate_claims(con, [claim], samples=800)
+        [result] = evaluate_claims(con, [claim])
     return result
 
 

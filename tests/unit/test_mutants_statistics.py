@@ -185,8 +185,8 @@ def test_a_stable_claim_with_missing_cells(monkeypatch: pytest.MonkeyPatch) -> N
 def test_evaluate_claims_checks_the_checker_and_passes_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[Any, ...]] = []
 
-    def fake_compare(con: Any, claim: Claim, checker: str, samples: int, rng_seed: int) -> ClaimResult:
-        seen.append(("compare", con, claim.id, checker, samples, rng_seed))
+    def fake_compare(con: Any, claim: Claim, checker: str) -> ClaimResult:
+        seen.append(("compare", con, claim.id, checker))
         return ClaimResult(claim, HOLDS)
 
     def fake_stable_claim(con: Any, claim: Claim, rules: CollapseRules) -> ClaimResult:
@@ -196,12 +196,12 @@ def test_evaluate_claims_checks_the_checker_and_passes_its_settings(monkeypatch:
     monkeypatch.setattr(claims, "_compare", fake_compare)
     monkeypatch.setattr(claims, "_stable", fake_stable_claim)
     rules = CollapseRules(window=3)
-    got = evaluate_claims("con", [stable(), compare((ROW_8B,))], "strict", 77, 5, rules)  # type: ignore[arg-type]
+    got = evaluate_claims("con", [stable(), compare((ROW_8B,))], "strict", rules)  # type: ignore[arg-type]
     assert [r.verdict for r in got] == [FAILS, HOLDS]
-    assert seen == [("stable", "con", "s", rules), ("compare", "con", "c", "strict", 77, 5)]
+    assert seen == [("stable", "con", "s", rules), ("compare", "con", "c", "strict")]
     seen.clear()
     evaluate_claims("con", [compare((ROW_8B,)), stable()])  # type: ignore[arg-type]
-    assert seen == [("compare", "con", "c", "math_verify", 2000, 0), ("stable", "con", "s", claims.RULES)]
+    assert seen == [("compare", "con", "c", "math_verify"), ("stable", "con", "s", claims.RULES)]
     with pytest.raises(ValueError, match=r"^checker='exact': one of math_verify, strict$"):
         evaluate_claims("con", [], "exact")  # type: ignore[arg-type]
 

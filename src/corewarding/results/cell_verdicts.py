@@ -17,7 +17,6 @@ Values are fractions here; the callers print percent.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import duckdb
@@ -35,7 +34,6 @@ from corewarding.results.seed_variance import (
     lending_group,
     one_seed_interval,
     spread_interval,
-    t_quantile,
     variance_from_interval,
     verdict,
 )
@@ -73,13 +71,9 @@ def seed_scores(con: Con, checker: str, policy: str) -> pd.DataFrame:
     return frame
 
 
-def _problem_variances(seeds: pd.DataFrame, confidence: float = 0.95) -> list[float]:
-    """Each seed's problem variance of its score, from its stored problem interval (seeds without one left out)."""
-    if "problem_variance" in seeds and confidence == 0.95:
-        return [float(v) for v in seeds["problem_variance"] if not pd.isna(v)]
-    kept = seeds.dropna(subset=["ci_low", "ci_high"])
-    bounds = zip(kept["ci_low"].astype(float), kept["ci_high"].astype(float), strict=True)
-    return [variance_from_interval(low, high, confidence) for low, high in bounds]
+def _problem_variances(seeds: pd.DataFrame) -> list[float]:
+    """Each seed's problem variance of its score (seeds without a problem interval left out)."""
+    return [float(v) for v in _problem_variance_column(seeds) if not np.isnan(v)]
 
 
 def pooled_variances(seeds: pd.DataFrame) -> Pooled:
@@ -101,10 +95,13 @@ def pooled_variances(seeds: pd.DataFrame) -> Pooled:
 
 
 def _problem_variance_column(seeds: pd.DataFrame) -> np.ndarray:
-    """Each row's problem variance from its 95% problem interval (NaN without one), computed for all rows at once."""
+    """Each row's problem variance from its stored 95% problem interval (NaN without one), for all rows at once: the
+    ``problem_variance`` column ``seed_scores`` adds, else computed here (rows renamed from other readers)."""
+    if "problem_variance" in seeds:
+        return seeds["problem_variance"].to_numpy(dtype=float)
     low = pd.to_numeric(seeds["ci_low"], errors="coerce").to_numpy(dtype=float)
     high = pd.to_numeric(seeds["ci_high"], errors="coerce").to_numpy(dtype=float)
-    return np.asarray(((high - low) / (2 * t_quantile(0.975, math.inf))) ** 2, dtype=float)
+    return variance_from_interval(low, high)
 
 
 def cell_interval(seeds: pd.DataFrame, borrowed: Lent | None, confidence: float = 0.95) -> Interval | None:
@@ -112,7 +109,7 @@ def cell_interval(seeds: pd.DataFrame, borrowed: Lent | None, confidence: float 
     a one-seed cell's evaluation stored no interval."""
     if len(seeds) >= 2:
         values = seeds["value"].astype(float).tolist()
-        return spread_interval(cell_spread(values, _problem_variances(seeds, confidence), None), confidence)
+        return spread_interval(cell_spread(values, _problem_variances(seeds), None), confidence)
     row = seeds.iloc[0]
     if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
         return None
@@ -130,6 +127,13 @@ def base_interval(value: float, low: float | None, high: float | None) -> Interv
 WITHIN, OUTSIDE, UNDECIDED = "within CI", "outside CI", "undecided (one seed)"
 NO_CI, NOT_MEASURED = "no CI", "not measured"
 VERDICT_WORDS = {MATCHES: WITHIN, DIFFERS: OUTSIDE}
+# How a cell's interval is made, in the words the report and the paper page both print
+INTERVAL_RULE = (
+    "A trained cell's 95% interval is a t interval over its seeds (k - 1 degrees of freedom) that holds seed and "
+    "problem variance; a cell with one seed borrows the seed variance of cells of the same method, model family and "
+    "size with two or more seeds, at their degrees of freedom (the interval column names them), or keeps its problem "
+    "interval alone."
+)
 MEANINGS = {
     WITHIN: "the paper's value lies inside the cell's interval",
     OUTSIDE: "the paper's value lies outside an interval that holds seed variance (measured, or borrowed from cells "

@@ -272,7 +272,7 @@ def decide(
     return Decision(verdict, effect, low, high, df, weakest, lenders, needed, per_seed)
 
 
-def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str, samples: int, rng_seed: int) -> ClaimResult:
+def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str) -> ClaimResult:
     scores = problem_scores(con, claim.cells(), str(claim.benchmark), checker)
     by_cell: dict[str, list[np.ndarray]] = {}
     for (cell, _), group in scores.groupby(["cell", "cell_id"], sort=True):
@@ -345,13 +345,9 @@ def evaluate_claims(
     con: duckdb.DuckDBPyConnection,
     claims: Sequence[Claim],
     checker: str = "math_verify",
-    samples: int = 2000,
-    rng_seed: int = 0,
     rules: CollapseRules = RULES,
 ) -> list[ClaimResult]:
     """Each claim's result on a read-only connection to the results store."""
     if checker not in CHECKERS:
         raise ValueError(f"checker={checker!r}: one of {', '.join(CHECKERS)}")
-    return [
-        _compare(con, c, checker, samples, rng_seed) if c.kind == "compare" else _stable(con, c, rules) for c in claims
-    ]
+    return [_compare(con, c, checker) if c.kind == "compare" else _stable(con, c, rules) for c in claims]

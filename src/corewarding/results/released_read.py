@@ -21,10 +21,11 @@ from corewarding.settings_diff import differing_settings, settings_dict
 Con = duckdb.DuckDBPyConnection
 
 # What ci_low / ci_high are: the evaluation's bootstrap over problems at its configured confidence (default 0.95);
-# the reproduced side's over seeds, then problems, as on the paper page (``cell_verdicts``).
+# the reproduced side's t interval over seeds, as on the paper page (``cell_verdicts``).
 INTERVAL = (
     "released: the audit's 95% percentile bootstrap interval over problems; reproduced: the mean over the cell's "
-    "seeds, its interval bootstrapped over seeds, then problems (one seed: widened by borrowed seed variance)"
+    "seeds, its t interval over seeds that holds seed and problem variance (one seed: widened by borrowed seed "
+    "variance)"
 )
 # paper_vs_released
 WITHIN_RELEASED, OUTSIDE_RELEASED, NO_CI, NO_PAPER_VALUE = (

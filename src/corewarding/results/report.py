@@ -24,7 +24,7 @@ from corewarding.config import config_dir
 from corewarding.matrix import Cell, load_matrix, matrix_of, parse_cell_id
 from corewarding.results import ledger, plots
 from corewarding.results.attempts import failed_cells, failure_note
-from corewarding.results.cell_verdicts import MEANINGS, OUTSIDE, UNDECIDED
+from corewarding.results.cell_verdicts import INTERVAL_RULE, MEANINGS, OUTSIDE, UNDECIDED
 from corewarding.results.claims import ClaimResult, evaluate_claims, load_claims
 from corewarding.results.collapse import CollapseRules, collapse_events
 from corewarding.results.names import name_sql
@@ -433,9 +433,9 @@ def _header(data: ReportData) -> str:
     tiny = len(data.runs) and bool((data.runs["base_model"] == "tiny").all())
     plumbing = f'<p class="warn">{escape(PLUMBING_CHECK)}</p>' if tiny else ""
     note = plumbing + (
-        "<p>Values are percent (pass@1; AMC avg@8); a trained cell's value is the mean over its seeds. Its 95% "
-        "interval is bootstrapped over seeds, then problems; a cell with one seed widens its problem interval by the "
-        "seed variance of cells of the same method, model family and size, where one has two or more seeds. Verdicts: "
+        "<p>Values are percent (pass@1; AMC avg@8); a trained cell's value is the mean over its seeds. "
+        + escape(INTERVAL_RULE)
+        + " Verdicts: "
         + "; ".join(f"<em>{escape(v)}</em>: {escape(m)}" for v, m in MEANINGS.items())
         + ". ⚠ marks paper cells that disagree with the paper's own sub-metric tables.</p>"
     )

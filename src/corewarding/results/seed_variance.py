@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 import numpy as np
 from scipy import stats
@@ -107,10 +108,13 @@ def problem_variance(scores: Sequence[float] | np.ndarray) -> float:
     return float(np.var(values, ddof=1) / values.size) if values.size >= 2 else 0.0
 
 
-def variance_from_interval(low: float, high: float, confidence: float = 0.95) -> float:
-    """The variance of a mean from its (normal) problem interval."""
+Bounds = TypeVar("Bounds", float, np.ndarray)
+
+
+def variance_from_interval(low: Bounds, high: Bounds, confidence: float = 0.95) -> Bounds:
+    """The variance of a mean from its (normal) problem interval; of each, for arrays of bounds."""
     z = t_quantile(1 - (1 - confidence) / 2, math.inf)
-    return float(((high - low) / (2 * z)) ** 2)
+    return ((high - low) / (2 * z)) ** 2
 
 
 def per_seed_variance(seed_means: Sequence[float], problem_variances: Sequence[float] = ()) -> float:
