@@ -267,8 +267,11 @@ def assert_resumed_what_was_saved(run_dir: Path, text: str, step: int, teacher: 
             assert line[4] is None
 
 
-def assert_teacher_is_ema(run_dir: Path, step: int, rate: float) -> None:
-    """On every rank: teacher(step) == (1 - rate) teacher(step - 1) + rate policy(step - 1), from the saved files."""
+def assert_teacher_is_ema(run_dir: Path, step: int, rate: float) -> float:
+    """On every rank: teacher(step) == (1 - rate) teacher(step - 1) + rate policy(step - 1), from the saved files.
+
+    Returns how far the teacher moved (the largest change of any parameter), the check's power at this step.
+    """
     ckpt = run_dir / "checkpoints"
     moved = 0.0
     for rank in range(2):
@@ -283,7 +286,7 @@ def assert_teacher_is_ema(run_dir: Path, step: int, rate: float) -> None:
                 f"(max diff {(teacher - expected).abs().max():.3g})"
             )
             moved = max(moved, float((teacher - before[name]).abs().max()))
-    assert moved > 1e-4, f"the teacher moved by {moved:.3g} only: the check cannot tell an EMA from none"
+    return moved
 
 
 LOGITS_REWARDS = {"self_certainty": oracle.self_certainty_reward, "entropy": oracle.negative_entropy_reward}
@@ -407,8 +410,11 @@ def test_two_steps_save_kill_resume_one_more(
         assert_ema_rates_follow_the_schedule(rows)
         # every saved step's teacher is the EMA of the step before's saves at the schedule's rate; the first step
         # after the resume (killed_at + 1) reads what the resume restored
-        for step in range(2, TOTAL_STEPS + 1):
-            assert_teacher_is_ema(run_dir, step, cosine_rate(step))
+        moved = {step: assert_teacher_is_ema(run_dir, step, cosine_rate(step)) for step in range(2, TOTAL_STEPS + 1)}
+        # a step whose groups all scored alike moves the policy by weight decay only (~1e-5 at lr 1e-3), and the
+        # teacher with it; the policy-teacher gap a real step opens persists (the teacher closes only part of it), so
+        # one moving step gives every later check its power
+        assert max(moved.values()) > 1e-4, f"the teacher moved by {moved} only: the check cannot tell an EMA from none"
     if method in LABELLED_BY:
         counts = assert_rewards_follow_the_vote(method, run_dir)
         print(f"{method}: reward oracle {counts}")  # shown with -s; how much the run could tell rules apart
