@@ -150,7 +150,14 @@ class VerlConfig:
     gpu_memory_utilization: float = setting("vLLM's share of a GPU's memory", Rule(lambda v: 0 < v <= 1, "in (0, 1]"))
     ref_param_offload: bool = setting("keep the reference (or teacher) on the CPU between uses")
     actor_param_offload: bool = setting("keep the policy on the CPU between uses")
-    attn_implementation: str = setting("attention kernel", one_of("sdpa", "flash_attention_2", "eager"))
+    attn_implementation: str = setting(
+        "attention kernel (auto: flash_attention_2 where flash-attn imports, else sdpa)",
+        one_of("auto", "flash_attention_2", "flex_attention", "sdpa", "eager"),
+    )
+    remove_padding: str | bool = setting(
+        "pack each micro-batch into one row (auto: only for flash_attention_2 and flex_attention)",
+        Rule(lambda v: v in ("auto", True, False), "auto, true or false"),
+    )
     view_sum_loss: bool = setting("Co-rewarding-I: sum the two views' token means (the reference's loss)")
     self_certainty_chunk_tokens: int = setting(
         "positions whose logits are upcast at once", Rule(lambda v: v >= 0, "a whole number >= 0 (0: all at once)")

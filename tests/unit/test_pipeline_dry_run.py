@@ -20,7 +20,10 @@ from corewarding.pipeline.cells import plan_cell
 from corewarding.pipeline.dry_run_inputs import Measured
 from corewarding.pipeline.training_cost import Rates, measured_step
 from corewarding.results.ingest import ingest
+from corewarding.training.verl.attention import flash_attn_imports
 from corewarding.training.verl.plan import plan_cell as memory_plan
+
+FLASH = flash_attn_imports()  # the dry run's subprocess runs in this environment
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = "paper"
@@ -116,9 +119,15 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
     audit = compose_config([], config_name="audit").assumed
     cost = compose_config([], config_name="cost").assumed
 
+    # the kernel's factor (configs/cost.yaml: attention), linear between 1.7B and 8B, the 8B figure above it: here
+    # auto takes padded sdpa (0.754 at 1.7B, 1.493 at 8B), or flash_attention_2 priced at flex's (0.401, 0.809)
+    kernel, (low, high) = ("packed flash_attention_2", (0.401, 0.809)) if FLASH else ("padded sdpa", (0.754, 1.493))
+    factor = {8.19: high, 4.02: low + (4.02 - 1.7) / (8.0 - 1.7) * (high - low)}
+
     def gpu_s(params_b: float, generations: int) -> float:  # both Qwen3: a 151,936-token vocabulary
         generate = 1024 * audit.response_fraction * 3072 * params_b / audit.tokens_per_s_times_params_b
-        return generations * generate + cost.update_gpu_s_per_b * params_b + cost.update_gpu_s_logits
+        update = cost.update_gpu_s_per_b * params_b + cost.update_gpu_s_logits
+        return generations * generate + factor[params_b] * update
 
     # Co-rewarding-II samples twice per step (policy and teacher): the 8B measurement scaled by the two works' ratio
     scaled = cells[SAME_MODEL]
@@ -133,6 +142,10 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
     validation = 40 * audit.response_fraction * 3072 * 4.02 / audit.tokens_per_s_times_params_b
     assert other["gpu_hours"] == pytest.approx((steps * gpu_s(4.02, 1) + 2 * validation) / 3600)
     assert "configs/audit.yaml" in other["rates"] and "assumed, not measured" in other["rates"]
+    assert other["attention"] == kernel and other["rates"].endswith(f"attention {kernel} x{factor[4.02]:.2f}")
+    assert ("auto: flash-attn imports here" if FLASH else "auto: flash-attn does not import here") in (
+        other["attention_why"]
+    )
     assert report["total"]["measured_cells"] == 2 and report["total"]["cells"] == 3
     assert report["total"]["gpu_hours"] == pytest.approx(sum(c["gpu_hours"] for c in cells.values()), abs=0.05)
 

@@ -49,6 +49,7 @@ def print_launch(run: VerlLaunch, plan: ResourcePlan | None) -> int:
         "nnodes": int(run.verl_config.trainer.nnodes),
         "ray_address": run.verl_config.ray_kwargs.ray_init.get("address"),  # None: Ray's defaults
         "prompts_per_step": int(run.verl_config.data.train_batch_size),
+        "attention": {"kernel": run.attention.kernel, "packed": run.attention.packed, "why": run.attention.why},
         "checks": run.checks,
         **({"plan": plan.as_dict()} if plan is not None else {}),
     }

@@ -11,6 +11,7 @@ by the work of a step), else assumed (``configs/cost.yaml``, ``docs/gpu-plan.md`
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from corewarding.pipeline.training_cost import (
 )
 from corewarding.training.common import cell_of
 from corewarding.training.gpu_hours import devices_of
+from corewarding.training.verl.attention import SLOW_PACKING, choose_attention
 from corewarding.training.verl.plan import plan_cell
 
 GENERATION_AND_COST = "configs/audit.yaml's generation rate, configs/cost.yaml; docs/gpu-plan.md"
@@ -65,7 +67,8 @@ class CellCost:
     missing: list[str] = field(default_factory=list)
     gated: str | None = None  # the Hub id of a gated base model
     rates: str | None = None  # where an assumed step's generation rate came from
-    attention: str | None = None  # verl.attn_implementation (verl cells)
+    attention: str | None = None  # the kernel a verl cell trains with (``attention.choose_attention``): "padded sdpa"
+    attention_why: str | None = None  # why that kernel (auto's reasoning on this machine, or the config's keys)
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,10 @@ def cell_cost(
     assert isinstance(container, dict)
     config = {str(k): v for k, v in container.items()}
     verl = backend == "verl"
-    rates = assumed_rates(cfg, cost, audit, seen) if verl else Rates(1.0, 1.0, "tokens")  # local: scale by tokens
+    attention = choose_attention(cfg.verl) if verl else None  # auto asks this machine whether flash-attn imports
+    rates = (
+        assumed_rates(cfg, cost, audit, seen, attention) if attention else Rates(1.0, 1.0, "tokens")
+    )  # local: tokens
     c = cell_of(cfg)
     measured = measured_step(config, (c.method, c.base_model, c.dataset), backend, devices.device_type, found, rates)
     if measured is not None:
@@ -119,7 +125,8 @@ def cell_cost(
         device_s / devices.count, source, measured is not None, device_hours, device_hours if devices.gpus else 0.0,
     )  # fmt: skip
     out.rates = rates.source if verl and measured is None else None
-    out.attention = str(cfg.verl.attn_implementation) if verl else None
+    if attention:
+        out.attention, out.attention_why = attention.name, attention.why
     if verl:
         memory = plan_cell(cfg)  # no machine: the limits are the config's (a laptop plans for the cluster)
         out.gpu_gb, out.host_gb, out.disk_gb, out.fits = memory.gpu_gb, memory.host_gb, memory.disk_gb, memory.fits
@@ -255,16 +262,23 @@ def format_dry_run(run: DryRun) -> str:
         rates = f"  ({row['rates']})" if row["rates"] else ""
         lines.append(f"  {model:<24} {int(row['cells']):>3} cells {hours}{rates}")
     lines.append(f"step times: {run.store}")
-    sdpa = sum(1 for c in run.cells if c.attention == "sdpa" and c.gpus and not c.measured)
-    if sdpa:
-        lines.append(
-            f"note: {sdpa} assumed cells train with verl.attn_implementation=sdpa (the default): verl packs a "
-            "micro-batch into one sequence and sdpa attends across all of it, as much as the model's own compute or "
-            "several times it at 3,584 tokens; the assumed rates are per-sequence attention, flash-attn's "
-            "(verl.attn_implementation=flash_attention_2, the paper's kernel; docs/gpu-plan.md)"
-        )
+    lines += _attention_lines(run)
     lines += _missing_lines(run) + _gated_lines(run)
     return "\n".join(lines)
+
+
+def _attention_lines(run: DryRun) -> list[str]:
+    """The kernel each verl cell trains with and why (one line per kernel), and a warning for packed dense masks."""
+    kernels = Counter((c.attention, c.attention_why) for c in run.cells if c.attention)
+    lines = [f"attention: {name} for {n} cells ({why})" for (name, why), n in sorted(kernels.items(), key=str)]
+    slow = sum(n for (name, _), n in kernels.items() if name in SLOW_PACKING)
+    if slow:
+        lines.append(
+            f"warning: {slow} cells pack micro-batches into one row through a dense mask (sdpa or eager with "
+            "verl.remove_padding=true): 2.4-4.4x slower than flex_attention on an H200 (docs/gpu-plan.md); "
+            "verl.remove_padding=auto pads them instead"
+        )
+    return lines
 
 
 def _missing_lines(run: DryRun) -> list[str]:

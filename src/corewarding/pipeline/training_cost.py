@@ -18,10 +18,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from corewarding.config import ConfigError
 from corewarding.pipeline.audit_plan import rows_in, throughput_of
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.dry_run_inputs import Measured
 from corewarding.rows import get_path
+from corewarding.training.verl.attention import Attention
 from corewarding.training.verl.plan import model_shape
 
 COST_CONFIG = "configs/cost.yaml"
@@ -71,16 +73,34 @@ def step_work(config: Mapping[str, Any], rates: Rates) -> float:
     )  # fmt: skip
 
 
-def assumed_rates(cfg: DictConfig, cost: DictConfig, audit: DictConfig, seen: dict[str, dict[str, float]]) -> Rates:
-    """The rates of ``cfg``'s base model: generation from the audit's throughput, the rest from configs/cost.yaml."""
+def attention_factor(cost: DictConfig, attention: Attention, billions: float) -> tuple[float, str]:
+    """How ``attention`` scales the per-sequence scoring and training rate of a model of ``billions`` parameters
+    (``configs/cost.yaml: attention``), and where the figure came from."""
+    table = cost.attention
+    measured = attention.name in table.factors
+    key = attention.name if measured else table.stand_ins.get(attention.name)
+    if key not in table.factors:
+        raise ConfigError(f"{COST_CONFIG}: attention has no factor or stand-in for {attention.name!r}")
+    (low_b, high_b), (low, high) = table.at_billions, table.factors[key]
+    t = min(max((billions - float(low_b)) / (float(high_b) - float(low_b)), 0.0), 1.0)
+    factor = float(low) + t * (float(high) - float(low))
+    return factor, f"{attention.name} x{factor:.2f}" + ("" if measured else f", {key}'s figure (not measured)")
+
+
+def assumed_rates(
+    cfg: DictConfig, cost: DictConfig, audit: DictConfig, seen: dict[str, dict[str, float]], attention: Attention
+) -> Rates:
+    """The rates of ``cfg``'s base model: generation from the audit's throughput, the rest from configs/cost.yaml
+    for its ``attention``."""
     response, _ = _lengths({"grpo": dict(cfg.grpo)})
     rate = throughput_of(str(cfg.base_model.name), response, seen, audit)
     shape = model_shape(cfg)
     a = cost.assumed
     logits = float(a.update_gpu_s_logits) * shape.vocab_size / float(a.reference_vocab)
     per_pass = float(a.update_gpu_s_per_b) * shape.params / 1e9 + logits  # GPU-s per 1024 responses
-    update = per_pass / (float(a.reference_responses) * float(a.reference_tokens))
-    source = f"generation {rate.tokens_per_s:,.0f} tokens/s per GPU: {rate.source}"
+    factor, kernel = attention_factor(cost, attention, shape.params / 1e9)
+    update = factor * per_pass / (float(a.reference_responses) * float(a.reference_tokens))
+    source = f"generation {rate.tokens_per_s:,.0f} tokens/s per GPU: {rate.source}; attention {kernel}"
     return Rates(rate.tokens_per_sample / rate.tokens_per_s / response, update, source)
 
 

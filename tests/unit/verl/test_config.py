@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from corewarding.cli import main
 from corewarding.config import ConfigError, compose_config
+from corewarding.training.verl.attention import choose_attention
 from corewarding.training.verl.snapshot import default_dir
 from corewarding.training.verl.verl_config import apply, to_verl_config, verl_base_config
 
@@ -88,12 +89,14 @@ def test_worker_switches_reference_dtype_attention_and_checkpoint_keep_count() -
         == 256
     )
     assert [a.ref.fsdp_config.model_dtype for a in arr] == ["bf16", "bf16", "fp32"]  # the teacher keeps its own
-    assert [a.model.override_config.attn_implementation for a in arr] == ["sdpa"] * 3
+    # auto's kernel and packing: tests/unit/verl/test_attention.py; an explicit kernel reaches actor, ref and teacher
     flash = verl_of("method=gt_grpo", "verl.attn_implementation=flash_attention_2")
     assert flash.actor_rollout_ref.model.override_config == {"attn_implementation": "flash_attention_2"}
     assert [v.trainer.max_actor_ckpt_to_keep for v in (pairs, single, teacher)] == [2, 2, 2]
     assert verl_of("method=gt_grpo", "verl.checkpoints_to_keep=null").trainer.max_actor_ckpt_to_keep is None
-    with pytest.raises(ConfigError, match=r"verl\.attn_implementation='flash': must be one of sdpa, "):
+    with pytest.raises(
+        ConfigError, match=r"verl\.attn_implementation='flash': must be one of auto, flash_attention_2, flex"
+    ):
         verl_of("method=gt_grpo", "verl.attn_implementation=flash")
     with pytest.raises(ConfigError, match=r"verl\.checkpoints_to_keep=0: must be a whole number >= 1"):
         verl_of("method=gt_grpo", "verl.checkpoints_to_keep=0")
@@ -137,6 +140,9 @@ def test_dry_run_validates_with_verl_without_a_gpu(capsys: pytest.CaptureFixture
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["dry_run"] is True and summary["prompts_per_step"] == 256 and summary["gpus"] == 4
     assert "batch reward manager CoRewarding1RewardManager" in summary["checks"]
+    here = choose_attention(compose_config([*PAPER, "method=co_rewarding_1"]).verl)  # auto, on this machine
+    assert summary["attention"] == {"kernel": here.kernel, "packed": here.packed, "why": here.why}
+    assert summary["attention"]["why"].startswith("auto: flash-attn")
     assert Path(summary["run_dir"]).is_absolute() and not Path(summary["run_dir"]).exists()
 
 
@@ -163,8 +169,28 @@ def test_config_show_cell_prints_the_resolved_verl_config(capsys: pytest.Capture
     assert shown.corewarding.cell_id == "entropy__qwen3-4b-base__dapo14k"
     assert shown.actor_rollout_ref.model.path == "Qwen/Qwen3-4B-Base"
     assert shown.data.train_files == "runs/entropy__qwen3-4b-base__dapo14k/verl_data/train.parquet"
-    snapshot = default_dir() / "entropy__qwen3-4b-base__dapo14k.yaml"
-    assert OmegaConf.load(snapshot) == shown
+    snapshot = flat(OmegaConf.to_container(OmegaConf.load(default_dir() / "entropy__qwen3-4b-base__dapo14k.yaml")))
+    # the snapshot resolves verl.attn_implementation=auto as the GPU image does; config show as this machine does
+    here = choose_attention(compose_config(["base_model=qwen3-4b-base"]).verl)
+    differ = {
+        k
+        for k in snapshot.keys() | flat(OmegaConf.to_container(shown)).keys()
+        if snapshot.get(k) != flat(OmegaConf.to_container(shown)).get(k)
+    }
+    attention_keys = {
+        k
+        for k in snapshot
+        if k.startswith("actor_rollout_ref.") and k.endswith(("use_remove_padding", "attn_implementation"))
+    }
+    assert differ == (set() if (here.kernel, here.packed) == ("flash_attention_2", True) else attention_keys)
+    assert shown.actor_rollout_ref.model.override_config.attn_implementation == here.kernel
+
+
+def flat(tree: object, prefix: str = "") -> dict[str, object]:
+    """``{"a.b": value}`` for a nested mapping."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix.rstrip("."): tree}
+    return {k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}{key}.").items()}
 
 
 def test_config_show_overrides_form_still_prints_ours(capsys: pytest.CaptureFixture[str]) -> None:

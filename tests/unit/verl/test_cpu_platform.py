@@ -26,14 +26,18 @@ def test_the_cpu_translation_starts_one_worker_per_role() -> None:
 
 
 def test_the_cpu_translation_takes_the_gpu_cells_model_branch() -> None:
-    """Remove-padding (verl's packed branch), sdpa and gradient checkpointing on CPU as on a GPU cell (issue 41): the
-    CPU run exercises what the cells run (``test_packed_probe.py`` checks the packed outputs)."""
+    """Remove-padding (verl's packed branch, which the GPU image's flash_attention_2 cells take), gradient
+    checkpointing and sdpa, the kernel that runs on CPU (issue 41): experiment=tiny_cpu asks for packed sdpa, so the CPU
+    run exercises the packing the cells run (``test_packed_probe.py`` checks the packed outputs), whatever imports."""
     tiny = ["backend=verl", "experiment=tiny_cpu", "base_model=tiny-qwen3"]
     cpu = to_verl_config(compose_config([*tiny, "verl.platform=cpu"]), "runs/x").actor_rollout_ref.model
-    gpu = to_verl_config(compose_config(tiny), "runs/x").actor_rollout_ref.model
+    gpu = to_verl_config(compose_config(tiny), "runs/x", flash_attn=True).actor_rollout_ref.model
     for model in (cpu, gpu):
         assert model.use_remove_padding is True and model.enable_gradient_checkpointing is True
         assert model.override_config == {"attn_implementation": "sdpa"}
+    cell = compose_config(["backend=verl", "base_model=qwen3-8b-base", "dataset=math"])
+    image = to_verl_config(cell, "runs/x", flash_attn=True).actor_rollout_ref.model
+    assert image.use_remove_padding is True and image.override_config == {"attn_implementation": "flash_attention_2"}
 
 
 def test_a_fix_runs_after_its_module_is_imported_and_only_then(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,7 +68,8 @@ def test_two_nodes_without_a_cluster_address_name_ray_address(
 
 def test_one_node_ignores_ray_address_and_matches_its_snapshot() -> None:
     cfg = compose_config(CELL)
-    v = to_verl_config(cfg, run_dir(cell_of(cfg), cfg.paths.runs_dir).as_posix(), environ={"RAY_ADDRESS": HEAD})
+    where = run_dir(cell_of(cfg), cfg.paths.runs_dir).as_posix()
+    v = to_verl_config(cfg, where, environ={"RAY_ADDRESS": HEAD}, flash_attn=True)  # the snapshots' GPU image
     assert "address" not in v.ray_kwargs.ray_init and v.trainer.nnodes == 1
     snapshot = (default_dir() / "gt_grpo__qwen3-8b-base__math.yaml").read_text()
     assert HEADER.format(cell_id=cell_of(cfg).cell_id) + verl_yaml(v) == snapshot

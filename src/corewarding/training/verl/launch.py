@@ -27,6 +27,7 @@ from corewarding.run_folder import (
 from corewarding.training import run_record
 from corewarding.training.common import accepted_config_hashes, cell_of, total_steps, training_config_hash
 from corewarding.training.verl import resume
+from corewarding.training.verl.attention import Attention, choose_attention
 from corewarding.training.verl.metrics import export_metrics
 from corewarding.training.verl.verl_config import to_verl_config, trains_pairs, verl_yaml
 
@@ -39,6 +40,7 @@ class VerlLaunch:
 
     run_dir: Path
     verl_config: DictConfig
+    attention: Attention
     checks: list[str] = field(default_factory=list)
 
 
@@ -127,8 +129,9 @@ def with_absolute_model_path(cfg: DictConfig) -> DictConfig:
 def launch(cfg: DictConfig, run_dir: Path | None = None) -> VerlLaunch:
     """The validated verl run of ``cfg``, its paths absolute."""
     target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir)).resolve()
-    verl_cfg = to_verl_config(with_absolute_model_path(cfg), target)
-    return VerlLaunch(target, verl_cfg, check_verl_config(verl_cfg))
+    attention = choose_attention(cfg.verl)  # auto: whether flash-attn imports on this (the training) machine
+    verl_cfg = to_verl_config(with_absolute_model_path(cfg), target)  # the same choice (flash_attn_imports is cached)
+    return VerlLaunch(target, verl_cfg, attention, check_verl_config(verl_cfg))
 
 
 def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = False) -> VerlLaunch:
@@ -146,10 +149,11 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
         activate()
     else:
         require_backend("backend=verl", gpu=True, does="trains", hint="--dry-run validates on CPU")
-    if cfg.verl.attn_implementation == "flash_attention_2":  # verl would fail later, in every worker's start-up
+    log.info("attention: %s (%s)", run.attention.name, run.attention.why)
+    if run.attention.kernel == "flash_attention_2":  # verl would fail later, in every worker's start-up
         require_backend(
             "verl.attn_implementation=flash_attention_2", modules=("flash_attn",),
-            hint="pip install -e '.[gpu-flash]' (it builds against your CUDA toolkit) or train with sdpa",
+            hint="pip install -e '.[gpu-flash]' (it builds against your CUDA toolkit) or verl.attn_implementation=auto",
         )  # fmt: skip
     from verl.trainer.main_ppo import run_ppo  # verl: imported when used
 

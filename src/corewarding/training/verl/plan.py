@@ -50,6 +50,7 @@ from omegaconf import DictConfig
 from corewarding.config import ConfigError
 from corewarding.methods.logits_statistics import logits_statistic
 from corewarding.training.common import cell_of
+from corewarding.training.verl.attention import PER_SEQUENCE, choose_attention
 from corewarding.training.verl.verl_config import probed_statistics, reference_dtype
 
 GB = 2**30
@@ -87,11 +88,19 @@ class VerlFacts:
     bucket_mb: int = 2048  # rollout.checkpoint_engine.update_weights_bucket_megabytes
     rollout_dtype: str = "bfloat16"
     logits_dtype: str = "bfloat16"  # the lm_head's compute dtype: FSDP's mixed-precision param dtype
-    remove_padding: bool = True  # model.use_remove_padding (on for every cell and the CPU run; off by override only)
+    remove_padding: bool = True  # model.use_remove_padding (attention.choose_attention's packing)
+    attn_kernel: str = "sdpa"  # model.override_config.attn_implementation (choose_attention's kernel)
 
     @classmethod
-    def default(cls, cfg: DictConfig) -> VerlFacts:
-        return cls(ref_dtype=reference_dtype(cfg), entropy_chunk_rows=2048)
+    def default(cls, cfg: DictConfig, flash_attn: bool | None = None) -> VerlFacts:
+        """What the translation emits for ``cfg``; ``flash_attn`` as in ``choose_attention`` (default: try here)."""
+        attention = choose_attention(cfg.verl, flash_attn)
+        return cls(
+            ref_dtype=reference_dtype(cfg),
+            entropy_chunk_rows=2048,
+            remove_padding=attention.packed,
+            attn_kernel=attention.kernel,
+        )
 
     @classmethod
     def of(cls, verl_cfg: DictConfig) -> VerlFacts:
@@ -107,6 +116,7 @@ class VerlFacts:
             rollout_dtype=str(arr.rollout.dtype),
             logits_dtype=compute_dtype(engine),
             remove_padding=bool(arr.model.use_remove_padding),
+            attn_kernel=str(arr.model.override_config.get("attn_implementation", "flash_attention_2")),  # verl's
         )
 
 
@@ -212,9 +222,10 @@ def logits_gb(micro_batch: int, tokens: int, vocab: int, dtype_bytes: int = LOGI
 
 
 def mask_gb(micro_batch: int, tokens: int, attn_implementation: str, packed: bool = True) -> float:
-    """sdpa's (and eager's) dense mask over one packed micro-batch: (micro-batch x tokens)^2 x 3 bytes; flash: 0.
-    Unpacked (no remove-padding): one (tokens x tokens) mask per sequence."""
-    if attn_implementation == "flash_attention_2":
+    """sdpa's (and eager's) dense mask over one packed micro-batch: (micro-batch x tokens)^2 x 3 bytes; the kernels
+    that attend per sequence (flash_attention_2, flex_attention's block mask of a few KB): 0. Unpacked (no
+    remove-padding): one (tokens x tokens) mask per sequence."""
+    if attn_implementation in PER_SEQUENCE:
         return 0.0
     if not packed:
         return micro_batch * tokens * tokens * MASK_BYTES / GB
@@ -250,16 +261,17 @@ def phase_terms(
 
     The tokens of a micro-batch default to ``max_prompt_length + max_response_length`` (responses at full length);
     ``perf/memory_plan_check.py`` passes a measured run's longest sequences instead. The logits' dtype is
-    ``facts.logits_dtype`` (bf16 on GPUs, fp32 in the CPU run). Without remove-padding (an override: every cell and the
-    CPU run pack) verl takes its padded branch (``transformer_impl.py`` ~1476-1520): the entropy is computed unchunked
-    whatever the chunking setting (``verl_F.entropy_from_logits``, ~1489), and the real rows are copied out of the
-    padded logits with ``torch.cat`` (~1500) before the log-probs: one more copy of the logits beside them.
+    ``facts.logits_dtype`` (bf16 on GPUs, fp32 in the CPU run). Without remove-padding (padded sdpa or eager, the
+    auto choice where flash-attn does not import) verl takes its padded branch (``transformer_impl.py``
+    ~1476-1520): the entropy is computed unchunked whatever the chunking setting (``verl_F.entropy_from_logits``,
+    ~1489), and the real rows are copied out of the padded logits with ``torch.cat`` (~1500) before the log-probs:
+    one more copy of the logits beside them.
     """
     v, g = cfg.verl, cfg.grpo
     per_device = shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
     full = int(g.max_prompt_length) + int(g.max_response_length)
     lp_tokens, tokens = log_prob_tokens or full, train_tokens or full
-    attn, packed = str(v.attn_implementation), facts.remove_padding
+    attn, packed = facts.attn_kernel, facts.remove_padding
     nbytes = DTYPE_BYTES[facts.logits_dtype]
     scaled = 1 if float(g.temperature) == 1.0 else 2  # logits / temperature is a second copy
     mb_lp, mb = int(g.log_prob_micro_batch_size), int(g.micro_batch_size)

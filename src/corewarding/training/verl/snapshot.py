@@ -2,7 +2,8 @@
 
 The files are committed, so any change to our configs, the translation or verl's defaults shows in review as a
 diff; a test regenerates them and compares byte for byte. Paths are the relative ``runs/<cell_id>/...`` a run
-from the repository root uses (a launch makes them absolute), so the files hold nothing machine-specific.
+from the repository root uses (a launch makes them absolute), and ``verl.attn_implementation=auto`` is resolved as
+in the GPU image, where flash-attn imports (flash_attention_2, packed), so the files hold nothing machine-specific.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def compose_cells(cells: Sequence[Cell], overrides: Sequence[str] = ()) -> list[
 
 def cell_snapshot(cell: Cell, cfg: DictConfig) -> str:
     """The snapshot text of one cell."""
-    verl_cfg = to_verl_config(cfg, run_dir(cell, cfg.paths.runs_dir).as_posix())
+    verl_cfg = to_verl_config(cfg, run_dir(cell, cfg.paths.runs_dir).as_posix(), flash_attn=True)
     return HEADER.format(cell_id=cell.cell_id) + verl_yaml(verl_cfg)
 
 

@@ -24,6 +24,7 @@ from corewarding.config import ConfigError, teacher_dtype_problem
 from corewarding.run_folder import CHECKPOINTS, VERL_DATA, VERL_LOGS, metrics_file
 from corewarding.schemas import VerlConfig, typed
 from corewarding.training.common import cell_of
+from corewarding.training.verl.attention import Attention, choose_attention
 
 PLUGIN_MODULE = "corewarding.training.verl.plugins"
 GT_LOOP_MANAGER = "corewarding_gt"
@@ -132,13 +133,13 @@ def _data_keys(cfg: DictConfig, run: str, prompts: int) -> dict[str, Any]:
     }
 
 
-def _actor_keys(cfg: DictConfig, prompts: int) -> dict[str, Any]:
+def _actor_keys(cfg: DictConfig, prompts: int, attention: Attention) -> dict[str, Any]:
     g, opt, v, arr = cfg.grpo, cfg.optimizer, cfg.verl, "actor_rollout_ref"
     return {
         f"{arr}.model.path": model_path(cfg),
-        f"{arr}.model.use_remove_padding": True,
+        f"{arr}.model.use_remove_padding": attention.packed,
         f"{arr}.model.enable_gradient_checkpointing": True,
-        f"{arr}.model.override_config": {"attn_implementation": str(v.attn_implementation)},  # actor, ref, teacher
+        f"{arr}.model.override_config": {"attn_implementation": attention.kernel},  # actor, ref, teacher
         f"{arr}.actor.optim.lr": float(opt.lr),
         f"{arr}.actor.optim.betas": [float(b) for b in opt.betas],
         f"{arr}.actor.optim.weight_decay": float(opt.weight_decay),
@@ -222,17 +223,20 @@ def _trainer_keys(cfg: DictConfig, run: str) -> dict[str, Any]:
     }
 
 
-def translate(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def translate(
+    cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] | None = None, flash_attn: bool | None = None
+) -> dict[str, Any]:
     """Our config as verl keys (dotted) and values, before verl's defaults and ``verl.overrides``.
 
-    ``environ`` (default ``os.environ``) is read for ``RAY_ADDRESS`` when the run spans several nodes.
+    ``environ`` (default ``os.environ``) is read for ``RAY_ADDRESS`` when the run spans several nodes; ``flash_attn``
+    (default: try the import here) decides ``verl.attn_implementation=auto`` (``attention.choose_attention``).
     """
     check_supported(cfg)
     prompts = int(cfg.grpo.train_batch_size) * (2 if trains_pairs(cfg) else 1)
     run = str(run_dir)
     out = {
         **_data_keys(cfg, run, prompts),
-        **_actor_keys(cfg, prompts),
+        **_actor_keys(cfg, prompts, choose_attention(cfg.verl, flash_attn)),
         **_rollout_ref_keys(cfg),
         **_trainer_keys(cfg, run),
     }
@@ -268,8 +272,8 @@ def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
         # imports verl and torch (~7 s of CPU and ~0.8 GB apiece); one scores the tiny batches as fast
         "reward.num_workers": 1,
         ENV_VARS: {**env_vars, **CPU_ENV},  # the plug-in's module, then the platform's environment
-        # the model keys stay the GPU cells' (_actor_keys): remove-padding (verl's packed branch), gradient
-        # checkpointing and verl.attn_implementation (sdpa: transformers masks the packed row from its position ids)
+        # the model keys stay the config's (_actor_keys): gradient checkpointing and the kernel and packing of
+        # attention.choose_attention (make verl-e2e asks for packed sdpa, verl's packed branch the GPU kernels take)
         f"{arr}.actor.use_torch_compile": False,
         f"{arr}.actor.fsdp_config.use_torch_compile": False,
         f"{arr}.ref.fsdp_config.use_torch_compile": False,
@@ -348,10 +352,13 @@ def parse_override(text: str) -> tuple[str, Any, bool]:
     return key.lstrip("+").strip(), yaml.safe_load(raw) if raw.strip() else None, add
 
 
-def to_verl_config(cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] | None = None) -> DictConfig:
-    """The resolved verl config of ``cfg`` for a run writing under ``run_dir`` (``environ``: see ``translate``)."""
+def to_verl_config(
+    cfg: DictConfig, run_dir: str | Path, environ: Mapping[str, str] | None = None, flash_attn: bool | None = None
+) -> DictConfig:
+    """The resolved verl config of ``cfg`` for a run writing under ``run_dir`` (``environ``, ``flash_attn``: see
+    ``translate``)."""
     verl_cfg = verl_base_config()
-    apply(verl_cfg, translate(cfg, run_dir, environ))
+    apply(verl_cfg, translate(cfg, run_dir, environ, flash_attn))
     apply(verl_cfg, {"corewarding": corewarding_section(cfg, run_dir)})
     for text in cfg.verl.get("overrides") or []:
         key, value, add = parse_override(str(text))
