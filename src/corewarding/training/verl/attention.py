@@ -27,10 +27,7 @@ AUTO = "auto"
 KERNELS = ("flash_attention_2", "flex_attention", "sdpa", "eager")  # transformers' attn_implementation values
 PER_SEQUENCE = ("flash_attention_2", "flex_attention")  # attend per packed sequence, no dense mask
 SLOW_PACKING = tuple(f"packed {k}" for k in KERNELS if k not in PER_SEQUENCE)  # a dense mask over the packed row
-NO_FLEX_DEFAULT = (
-    "flex_attention is not the fallback until a GPU shows it training verl's changing packed lengths without "
-    "recompiling (perf/attention_bench.py)"
-)
+NO_FLEX_DEFAULT = "flex_attention waits for a GPU to show it trains without recompiling (perf/attention_bench.py)"
 
 
 @dataclass(frozen=True)
@@ -78,8 +75,8 @@ def choose_attention(verl: DictConfig, flash_attn: bool | None = None) -> Attent
         why = (
             "auto: flash-attn imports here (the paper's kernel, varlen over packed rows)"
             if has_flash
-            else "auto: flash-attn does not import here (in the GPU image auto takes flash_attention_2); padded "
-            f"rather than packed sdpa, whose dense mask over the packed row is 2.4-4.4x slower; {NO_FLEX_DEFAULT}"
+            else "auto: flash-attn does not import here (the GPU image's does: flash_attention_2); sdpa padded, "
+            f"as packed it is 2.4-4.4x slower; {NO_FLEX_DEFAULT}"
         )
     else:
         kernel, why = asked, f"verl.attn_implementation={asked}"
