@@ -1,36 +1,51 @@
 """Small commands stay small: text-only rescoring never imports torch or pandas, and a bad override fails before any
-heavy import (issue 15, item 8). Each check runs the CLI in a fresh interpreter and reads its ``sys.modules``."""
+heavy import (issue 15, item 8). Each check runs the CLI in a fresh interpreter and reads its ``sys.modules``.
+
+The command line's start-up imports no command group (issue 45): `--help`, an argument error and `rewards score` load
+neither Hydra nor DuckDB nor Prefect, and the lazily built parser says exactly what the whole one says."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from corewarding.cli.help import USER_GROUPS
+from corewarding.cli.main import GROUPS, build_parser, main
+
 SRC = Path(__file__).resolve().parents[2] / "src"
-HEAVY = ("torch", "pandas", "pyarrow", "transformers", "prefect")
+HEAVY = ("torch", "pandas", "pyarrow", "transformers", "prefect", "hydra", "duckdb")
 
 # Runs main(argv) and prints, as the last stdout line, which heavy modules the process imported.
 _PROBE = textwrap.dedent(
     """
     import json, sys
     from corewarding.cli import main
-    code = main(sys.argv[1:])
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:  # --help and argument errors end in argparse's exit
+        code = exc.code
     print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
     sys.exit(code)
     """
 ).format(heavy=HEAVY)
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+
+
 def _probe(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _PROBE, *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120
     )
     imported = json.loads(done.stdout.strip().splitlines()[-1])
     return done, imported
@@ -75,3 +90,82 @@ def test_bad_override_exits_2_naming_the_key_before_heavy_imports(tmp_path: Path
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and key in errors[0], done.stderr
     assert "torch" not in imported and "transformers" not in imported, imported
+
+
+def test_importing_the_command_line_loads_no_heavy_library(tmp_path: Path) -> None:
+    """No group module at start-up: neither Hydra, Prefect, torch, DuckDB nor even OmegaConf."""
+    libraries = ("hydra", "prefect", "torch", "duckdb", "omegaconf")
+    code = f"import corewarding.cli.main, sys; print(sorted(m for m in sys.modules if m.split('.')[0] in {libraries}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_top_help_exits_0_and_lists_every_command_and_group(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "corewarding.cli", "--help"], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    commands = list(_sub(build_parser()).choices)
+    assert [name for _, entries in GROUPS for name, _ in entries] == commands  # every group module's commands, in order
+    for name in commands:
+        assert re.search(rf"\n    {re.escape(name)}\s", done.stdout), name  # argparse's row of the command
+    for group, _ in USER_GROUPS:
+        assert f"\n  {group}:" in done.stdout, group
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--help"], 0),
+        ([], 2),  # no command
+        (["no-such-command"], 2),
+        (["rewards", "--help"], 0),
+        (["rewards", "score", "--help"], 0),
+        (["rewards", "score", "--method", "gt_grpo"], 2),  # no --input, --output
+    ],
+)
+def test_help_and_argument_errors_load_no_heavy_library(tmp_path: Path, args: list[str], code: int) -> None:
+    done, imported = _probe(*args, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr
+    assert imported == [], f"corewarding {' '.join(args)} imported {imported}"
+
+
+def _sub_or_none(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:  # type: ignore[type-arg]
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def _sub(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:  # type: ignore[type-arg]
+    sub = _sub_or_none(parser)
+    assert sub is not None
+    return sub
+
+
+def _paths(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command and sub-command of ``parser``, by the words that name it, with its parser."""
+    yield path, parser
+    sub = _sub_or_none(parser)
+    for name, child in sub.choices.items() if sub else ():
+        yield from _paths(child, (*path, name))
+
+
+def test_the_lazy_parser_says_what_the_whole_one_says(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each command's --help and an argument error, through main (which imports one group), are the whole parser's;
+    the stand-ins' names, help lines and order are the group modules' own."""
+    whole = build_parser()
+    assert build_parser(()).format_help() == whole.format_help()
+    for path, parser in _paths(whole):
+        with pytest.raises(SystemExit) as helped:
+            main([*path, "--help"])
+        assert (helped.value.code, capsys.readouterr().out) == (0, parser.format_help()), path
+        groups = [[*path, "no-such-command"]] if _sub_or_none(parser) else []  # a leaf's positionals may take it
+        for wrong in [[*path, "--no-such-option"], *groups]:
+            with pytest.raises(SystemExit) as lazy:
+                main(wrong)
+            lazy_err = capsys.readouterr().err
+            with pytest.raises(SystemExit) as eager:
+                build_parser().parse_args(wrong)
+            assert (lazy.value.code, lazy_err) == (eager.value.code, capsys.readouterr().err), wrong

@@ -3,11 +3,16 @@ one question, an output path that is a folder, a run folder whose name is too lo
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from corewarding.cli.errors import ONE_LINE_NAMES, run_reporting_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,3 +59,21 @@ def test_a_run_dir_name_too_long_is_one_line(tmp_path: Path) -> None:
                        "--run-dir", str(run_dir), cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == f"error: {run_dir}: File name too long"
+
+
+@pytest.mark.parametrize(("module", "name"), ONE_LINE_NAMES)
+def test_each_one_line_error_is_named_by_the_module_that_defines_it(module: str, name: str) -> None:
+    """The CLI looks them up among the loaded modules instead of importing them (issue 45): the class must be defined
+    there, or one raised while that module is not loaded would be a traceback; a renamed class fails here too."""
+    cls = getattr(importlib.import_module(module), name)
+    assert isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == module
+
+
+def test_a_loaded_one_line_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from corewarding.config import ConfigError
+
+    def fail() -> int:
+        raise ConfigError("optimizer.lr: must be positive")
+
+    assert run_reporting_errors(fail) == 2
+    assert capsys.readouterr().err == "error: optimizer.lr: must be positive\n"

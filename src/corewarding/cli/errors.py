@@ -9,19 +9,22 @@ import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from hydra.errors import HydraException
-from omegaconf.errors import OmegaConfBaseException
-
-from corewarding.config import ConfigError
-from corewarding.files import SourceError
-from corewarding.pipeline.dvc import DvcError
-from corewarding.pipeline.pool_key import PoolKeyError
-from corewarding.pipeline.store.transport import StoreError
-from corewarding.runtime.pool_checks import PoolError
-from corewarding.training.errors import CheckpointError, RunInUseError, RunWriteError
-
-ONE_LINE = (ConfigError, SourceError, HydraException, OmegaConfBaseException, FileNotFoundError, DvcError,
-            CheckpointError, RunInUseError, RunWriteError, PoolError, StoreError, PoolKeyError)  # fmt: skip
+# The errors that are one line, by the module that defines the class and its name: looked up among the loaded modules
+# when an error arrives, never imported (an error whose class's module is not loaded cannot have been raised), so that
+# the command line starts without Hydra, DuckDB or Prefect (issue 45). FileNotFoundError is one line too.
+ONE_LINE_NAMES = (
+    ("corewarding.schemas", "ConfigError"),
+    ("corewarding.files", "SourceError"),
+    ("hydra.errors", "HydraException"),
+    ("omegaconf.errors", "OmegaConfBaseException"),
+    ("corewarding.pipeline.dvc", "DvcError"),
+    ("corewarding.checkpoint_manifest", "CheckpointError"),
+    ("corewarding.training.errors", "RunInUseError"),
+    ("corewarding.training.errors", "RunWriteError"),
+    ("corewarding.runtime.pool_checks", "PoolError"),
+    ("corewarding.pipeline.store.local_disk", "StoreError"),
+    ("corewarding.pipeline.pool_key", "PoolKeyError"),
+)
 PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, errno.EISDIR)
 
 
@@ -29,7 +32,7 @@ def run_reporting_errors(command: Callable[[], int]) -> int:
     """``command()``'s exit code; a known error is one line on stderr and exit 2."""
     try:
         return int(command())
-    except ONE_LINE as exc:
+    except one_line_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyError as exc:  # an unknown matrix, cell or config option; the message lists the known ones
@@ -49,6 +52,12 @@ def run_reporting_errors(command: Callable[[], int]) -> int:
             raise
         print(f"error: {line}", file=sys.stderr)
         return 2
+
+
+def one_line_errors() -> tuple[type[BaseException], ...]:
+    """The classes of ONE_LINE_NAMES whose modules are loaded, and FileNotFoundError."""
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in ONE_LINE_NAMES)
+    return (FileNotFoundError, *(c for c in loaded if isinstance(c, type) and issubclass(c, BaseException)))
 
 
 def refused_credentials(exc: BaseException) -> str | None:
