@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -167,7 +168,9 @@ def _matrix_path(name: str) -> Path:
     path = config_dir() / "matrix" / f"{name}.yaml"
     if not path.is_file():
         known = matrix_names()
-        raise KeyError(f"unknown matrix {name!r}; known: {', '.join(known)}")
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise KeyError(f"unknown matrix {name!r}{hint} (known: {', '.join(known)})")
     return path
 
 

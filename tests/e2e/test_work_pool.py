@@ -155,7 +155,7 @@ def test_two_workers_share_the_matrix_and_a_killed_workers_cell_resumes_on_the_o
 
     out, err = run.communicate(timeout=600)
     assert run.returncode == 0, out[-3000:] + err[-5000:]
-    report = json.loads(next(line for line in out.splitlines() if line.startswith('{"matrix"')))
+    report = json.loads(out)  # --json: stdout is the report alone
     by_cell = {c["cell_id"]: c for c in report["cells"]}
     assert sorted(by_cell) == sorted(CELLS)
     for cell in by_cell.values():
@@ -229,13 +229,14 @@ def test_a_killed_cell_process_is_started_again_as_attempt_2_and_a_stale_report_
 
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0, out[-3000:] + err[-5000:]
-    report = json.loads(next(line for line in out.splitlines() if line.startswith('{"matrix"')))
+    report = json.loads(out)  # --json: stdout is the report alone, the table is on stderr
     (cell,) = report["cells"]
     assert cell["attempt"] == f"{cell_id}#2", cell  # the retry, under its own name
     assert cell["worker"] in workers and cell["flow_run_id"] != stale["flow_run_id"]
     assert cell["steps"] == {"train": "done", "evaluate": "done", "publish": "done", "ingest": "done"}, cell
-    row = next(line for line in out.splitlines() if line.startswith(cell_id)).split()
-    assert row[-2:] == ["2", cell["worker"]]  # the final table: its second attempt, and where it ran
-    print(out[: out.index('{"matrix"')], file=sys.stderr)
+    table = err[err.rindex("\ncell ") + 1 :]  # the final table, on stderr after the run's log lines
+    row = next(line for line in table.splitlines() if line.startswith(cell_id)).split()
+    assert row[-2:] == ["2", cell["worker"]]  # its second attempt, and where it ran
+    print(table, file=sys.stderr)
     assert json.loads((store / "reports" / f"{cell_id}.json").read_text())["attempt"] == f"{cell_id}#2"
     assert "ended Crashed" in err  # the first attempt's crash is named

@@ -46,10 +46,12 @@ def test_selection_by_method_model_dataset_and_cell_id() -> None:
 
 
 def test_a_bad_selection_names_what_is_wrong() -> None:
-    with pytest.raises(KeyError, match="not in matrix 'demo'"):
+    with pytest.raises(ConfigError, match=r"^cell gt_grpo__qwen3-8b-base__math: not in matrix demo \(valid: co_"):
         plan_cells(Selection(matrix="demo", cells=("gt_grpo__qwen3-8b-base__math",)))
-    with pytest.raises(ConfigError, match="no cell of matrix 'paper'"):
+    with pytest.raises(ConfigError, match=r"^dataset tiny: not in matrix paper \(valid: dapo14k, math, openrs\)"):
         plan_cells(Selection(matrix="paper", methods=("gt_grpo",), datasets=("tiny",)))
+    with pytest.raises(ConfigError, match=r"^base model qwen2\.5-7b, dataset openrs: no cell of matrix paper matches"):
+        plan_cells(Selection(matrix="paper", base_models=("qwen2.5-7b",), datasets=("openrs",)))
     with pytest.raises(ConfigError, match=r"grpo\.n"):
         plan_cells(Selection(matrix="demo", cells=("gt_grpo__tiny__tiny",)), ["grpo.n=0"])
 

@@ -95,7 +95,8 @@ def _dry_run(ws: dict[str, Path], cells: list[str], env: dict[str, str] | None =
 def _cells(done: subprocess.CompletedProcess) -> tuple[dict[str, dict], dict]:
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == "NO_PREFECT", done.stdout + done.stderr
-    report = json.loads(lines[-2])
+    (plan,) = lines[:-1]  # stdout is the JSON document alone (then the probe's line)
+    report = json.loads(plan)
     return {c["cell_id"]: c for c in report["cells"]}, report
 
 
@@ -154,7 +155,7 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
     assert (measured["gpu_gb"], measured["host_gb"], measured["disk_gb"]) == pytest.approx(
         (plan.gpu_gb, plan.host_gb, plan.disk_gb)
     )
-    text = done.stdout
+    text = done.stderr  # --json: the table is on stderr, stdout is the JSON document alone
     assert "generation 3,980 tokens/s per GPU: assumed, not measured (configs/audit.yaml" in text  # 16000 / 4.02
     assert f"1 run(s) with measured step times in {workspace['db']}" in text
     # nothing written: the store and the data are byte for byte what they were, and so are the configs
@@ -177,11 +178,11 @@ def test_missing_data_and_the_gated_model_are_listed(workspace: dict[str, Path])
     assert "assumed 7500 rows" in cells[CO1]["steps_source"]
     assert report["gated"] == {"meta-llama/Llama-3.2-3B-Instruct": 1} and report["token"] is False
     assert cells[LLAMA]["gated"] == "meta-llama/Llama-3.2-3B-Instruct" and cells[CO1]["gated"] is None
-    assert "gated base model: meta-llama/Llama-3.2-3B-Instruct (1 cells)" in done.stdout
-    assert "NO token found: set HF_TOKEN" in done.stdout
+    assert "gated base model: meta-llama/Llama-3.2-3B-Instruct (1 cells)" in done.stderr
+    assert "NO token found: set HF_TOKEN" in done.stderr
 
     with_token = _dry_run(workspace, [LLAMA], env={"HF_TOKEN": "hf_test_not_a_real_token"})
-    assert _cells(with_token)[1]["token"] is True and "a token is set" in with_token.stdout
+    assert _cells(with_token)[1]["token"] is True and "a token is set" in with_token.stderr
     assert "hf_test_not_a_real_token" not in with_token.stdout + with_token.stderr
 
 

@@ -4,11 +4,11 @@ that would decide an open claim cost (the pipeline's dry run)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from corewarding.cli.output import print_json, stdout_to_stderr
 from corewarding.config import config_dir
 from corewarding.matrix import matrix_of
 
@@ -78,10 +78,13 @@ def _claims(args: argparse.Namespace) -> int:
     except (StoreBusyError, StoreDamagedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for row in rows:
-        if row["missing"]:
-            row["missing_gpu_hours"] = _cost(row["missing"], db)
-    print(json.dumps(rows) if args.json else format_claims(rows))
+    with stdout_to_stderr(args.json):  # --json: the text on stderr, stdout the JSON document alone
+        for row in rows:
+            if row["missing"]:
+                row["missing_gpu_hours"] = _cost(row["missing"], db)
+        print(format_claims(rows))
+    if args.json:
+        print_json(rows)
     return 0
 
 
@@ -93,5 +96,7 @@ def add_subcommands(sub: Any) -> None:
     )
     claims.add_argument("--file", default=None, help="a claims file (default: configs/claims.yaml)")
     claims.add_argument("--checker", default="math_verify", choices=["math_verify", "strict"])
-    claims.add_argument("--json", action="store_true", help="one JSON list of the claims' results")
+    claims.add_argument(
+        "--json", action="store_true", help="one JSON list of the claims' results on stdout; the text goes to stderr"
+    )
     claims.set_defaults(func=_claims)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corewarding.cli.output import print_json, stdout_to_stderr
 from corewarding.config import compose_config
 from corewarding.evaluation.eval_config import benchmark_configs, expand_benchmarks
 from corewarding.evaluation.targets import model_target, run_targets
@@ -48,22 +48,23 @@ def format_outcomes(outcomes: list[UnitOutcome]) -> str:
 def _evaluate(args: argparse.Namespace) -> int:
     from corewarding.evaluation.harness import evaluate_targets  # pyarrow: imported when used
 
-    names = expand_benchmarks(args.benchmarks)
-    configs = benchmark_configs(names, args.overrides)
-    if args.model:
-        targets = [model_target(args.model)]
-        out_dir = Path(args.out) if args.out else _out_dir_for_model(args.model)
-    else:
-        runs_dir = str(compose_config(args.overrides, config_name="eval").paths.runs_dir)
-        out_dir = _resolve_run_dir(args.run, runs_dir)
-        targets = run_targets(out_dir, args.steps, args.include_base)
-    outcomes = evaluate_targets(targets, configs, out_dir)
-    print(format_outcomes(outcomes))
-    skipped = sum(o.status == "skipped" for o in outcomes)
-    failed = sum(o.status == "failed" for o in outcomes)
-    print(f"\nresults: {out_dir / 'eval'}/metrics.parquet and samples.parquet ({skipped} skipped, {failed} failed)")
+    with stdout_to_stderr(args.json):  # --json: the table, and whatever a backend prints, on stderr
+        names = expand_benchmarks(args.benchmarks)
+        configs = benchmark_configs(names, args.overrides)
+        if args.model:
+            targets = [model_target(args.model)]
+            out_dir = Path(args.out) if args.out else _out_dir_for_model(args.model)
+        else:
+            runs_dir = str(compose_config(args.overrides, config_name="eval").paths.runs_dir)
+            out_dir = _resolve_run_dir(args.run, runs_dir)
+            targets = run_targets(out_dir, args.steps, args.include_base)
+        outcomes = evaluate_targets(targets, configs, out_dir)
+        print(format_outcomes(outcomes))
+        skipped = sum(o.status == "skipped" for o in outcomes)
+        failed = sum(o.status == "failed" for o in outcomes)
+        print(f"\nresults: {out_dir / 'eval'}/metrics.parquet and samples.parquet ({skipped} skipped, {failed} failed)")
     if args.json:
-        print(json.dumps([o.__dict__ for o in outcomes]))
+        print_json([o.__dict__ for o in outcomes])
     return 1 if failed else 0
 
 
@@ -81,6 +82,9 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     evaluate.add_argument("--steps", default="all", help="with --run: all (default), last, or e.g. 10,20")
     evaluate.add_argument("--include-base", action="store_true", help="with --run: also the base model (step base)")
     evaluate.add_argument("--out", default=None, help="with --model: the output folder (default evals/<model>)")
-    evaluate.add_argument("--json", action="store_true", help="also print the outcomes as one JSON line")
+    evaluate.add_argument(
+        "--json", action="store_true",
+        help="print the outcomes as one JSON document on stdout; the table goes to stderr",
+    )  # fmt: skip
     evaluate.add_argument("overrides", nargs="*")
     evaluate.set_defaults(func=_evaluate)

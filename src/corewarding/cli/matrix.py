@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from corewarding.cli.output import print_json, stdout_to_stderr
 from corewarding.matrix import hub_repo_id, load_matrix, run_dir
 
 
@@ -14,11 +14,11 @@ def _list(args: argparse.Namespace) -> int:
         {**c.to_dict(), "cell_id": c.cell_id, "hub_repo_id": hub_repo_id(c, args.org), "run_dir": str(run_dir(c))}
         for c in load_matrix(args.matrix).cells
     ]
-    if args.json:
-        print(json.dumps(entries, indent=2))
-    else:
+    with stdout_to_stderr(args.json):  # --json: the table on stderr, stdout the JSON document alone
         for e in entries:
             print(f"{e['cell_id']}\t{e['hub_repo_id']}")
+    if args.json:
+        print_json(entries, indent=2)
     return 0
 
 
@@ -28,5 +28,7 @@ def add_subcommands(sub: Any) -> None:
     listing = matrix.add_parser("list", help="print the cells and their Hub repo ids")
     listing.add_argument("--matrix", default="paper", help="configs/matrix/NAME.yaml (default: paper)")
     listing.add_argument("--org", default="TMLR-Group-HF", help="Hub organisation of the repo ids")
-    listing.add_argument("--json", action="store_true", help="a JSON list of objects")
+    listing.add_argument(
+        "--json", action="store_true", help="a JSON list of objects on stdout; the table goes to stderr"
+    )
     listing.set_defaults(func=_list)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corewarding import CHECKOUT
+from corewarding.cli.output import print_json, stdout_to_stderr
 from corewarding.config import compose_config
 from corewarding.interrupts import Interrupted, interruptible, resume_hint
 from corewarding.matrix import load_matrix
@@ -17,12 +18,12 @@ from corewarding.pipeline import steps
 from corewarding.pipeline.cells import (
     CellPlan,
     all_data_stages,
+    check_selection,
     data_stages,
     dvc_entry,
     path_overrides,
     plan_cell,
     plan_cells,
-    selected_cells,
 )
 from corewarding.pipeline.dvc import add_cells_to_params, add_data_stages
 from corewarding.pipeline.job_checks import STORE_VARIABLE
@@ -57,12 +58,24 @@ def selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# Each selection option, the argparse attribute it lands in and the Selection facet it fills.
+SELECTION_OPTIONS = (("--method", "method", "methods"), ("--base-model", "base_model", "base_models"),
+                     ("--dataset", "dataset", "datasets"), ("--cell", "cell", "cells"))  # fmt: skip
+
+
+def selection_labels(args: argparse.Namespace) -> dict[str, str]:
+    """What a selection error calls each facet: the option that gave its names, else pipeline.yaml's select.*."""
+    return {facet: option if getattr(args, attribute, None) else f"select.{facet}"
+            for option, attribute, facet in SELECTION_OPTIONS}  # fmt: skip
+
+
 def _resume_command(argv: list[str]) -> str:
     return " ".join(["corewarding", *argv]) if argv else "corewarding pipeline run"
 
 
 def _preflight(args: argparse.Namespace) -> Any:
-    """Compose the settings and the first selected cell's config: a typo fails in a second, before Prefect starts."""
+    """Compose the settings, check the selection's names against the matrix and compose the first selected cell's
+    config: a typo fails in a second, as one line, before Prefect starts."""
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     settings = load_settings(
@@ -74,9 +87,8 @@ def _preflight(args: argparse.Namespace) -> Any:
         require_pool_key(f"--work-pool {settings.work_pool}")  # the cell jobs are signed with it
         check_job_overrides(settings.overrides, settings.eval_overrides)
     matrix = load_matrix(settings.selection.matrix)
-    cells = selected_cells(matrix, settings.selection)
-    if cells:  # none selected: the flow itself names the problem
-        compose_config(CellPlan(matrix, cells[0], tuple(settings.overrides)).train_overrides())
+    cells = check_selection(matrix, settings.selection, selection_labels(args))  # at least one cell
+    compose_config(CellPlan(matrix, cells[0], tuple(settings.overrides)).train_overrides())
     return settings
 
 
@@ -85,11 +97,15 @@ def _dry_run(args: argparse.Namespace) -> int:
     from corewarding.pipeline.dry_run import as_json, dry_run, format_dry_run  # duckdb: imported when used
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
-    settings = load_settings(args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides)
-    run = dry_run(plan_cells(settings.selection, settings.overrides), settings.results_db)
-    print(format_dry_run(run))
+    with stdout_to_stderr(args.json):  # --json: the table on stderr, stdout the JSON document alone
+        settings = load_settings(
+            args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides
+        )
+        plans = plan_cells(settings.selection, settings.overrides, labels=selection_labels(args))
+        run = dry_run(plans, settings.results_db)
+        print(format_dry_run(run))
     if args.json:
-        print(json.dumps(as_json(run)))
+        print_json(as_json(run))
     return 0
 
 
@@ -98,20 +114,25 @@ def _run(args: argparse.Namespace) -> int:
         return _dry_run(args)
     try:
         with interruptible():  # from the start: a signal during the preflight also ends in one line and 130/143
-            settings = _preflight(args)
-            with prefect_api(Path.cwd()) as api_url:
-                # a typo'd pool, a server that is down, a missing store: one line, before any work
-                if settings.work_pool:
-                    check_pipeline(
-                        api_url, settings.work_pool, settings.store_url, settings.store_dvc_remote, Path.cwd()
-                    )
-                return _run_flow(args)
+            with stdout_to_stderr(args.json):  # --json: the report's table and the rest on stderr
+                settings = _preflight(args)
+                with prefect_api(Path.cwd()) as api_url:
+                    # a typo'd pool, a server that is down, a missing store: one line, before any work
+                    if settings.work_pool:
+                        check_pipeline(
+                            api_url, settings.work_pool, settings.store_url, settings.store_dvc_remote, Path.cwd()
+                        )
+                    code, report = _run_flow(args)
+            if args.json:  # the report, failed cells and all: stdout's one JSON document
+                print_json(report)
+            return code
     except Interrupted as stop:  # its cell runs cancelled, the private server stopped
         print(resume_hint(_resume_command(sys.argv[1:])), file=sys.stderr)
         return stop.exit_code
 
 
-def _run_flow(args: argparse.Namespace) -> int:
+def _run_flow(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    """The pipeline flow, its report printed: the exit code and the report."""
     from flows.pipeline import pipeline  # prefect: imported when used
 
     try:
@@ -123,19 +144,17 @@ def _run_flow(args: argparse.Namespace) -> int:
     except PipelineFailed as failed:
         print(format_report(failed.report))
         print(f"\nerror: {failed}", file=sys.stderr)
-        return 1
+        return 1, failed.report.to_dict()
     print(format_report(PipelineReport.from_dict(result)))
-    if args.json:
-        print(json.dumps(result))
     print("\nresults are in the DuckDB store; open the dashboard with:\n  .venv/bin/corewarding dashboard")
-    return 0
+    return 0, result
 
 
 def _cells(args: argparse.Namespace) -> int:
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     settings = load_settings(args.config, **selection_kwargs(args), overrides=args.overrides)
-    plans = plan_cells(settings.selection, settings.overrides)
+    plans = plan_cells(settings.selection, settings.overrides, labels=selection_labels(args))
     for plan in plans:
         print(json.dumps({"cell_id": plan.cell_id, "data_stages": data_stages(plan), **dvc_entry(plan)}))
     if args.write:
@@ -255,7 +274,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--eval-override", action="append", default=[], help="an evaluation override, repeatable")
     run.add_argument("--push", action="store_true", help="upload to the Hub (token: HF_TOKEN or the HF cache)")
     run.add_argument("--force-evaluate", action="store_true", help="call the evaluation even for evaluated steps")
-    run.add_argument("--json", action="store_true", help="also print the report as one JSON line")
+    run.add_argument(
+        "--json", action="store_true",
+        help="print the report (with --dry-run: the plan) as one JSON document on stdout; the table goes to stderr",
+    )  # fmt: skip
     run.add_argument(
         "--dry-run", action="store_true",
         help="print what the cells need and cost (GPUs, GPU-hours, memory, disk, missing data, gated models); "

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from corewarding.config import ConfigError, compose_config, load_group_option, needs_rephrased_view
-from corewarding.matrix import Cell, Matrix, load_matrix, run_dir, select_cells
+from corewarding.matrix import Cell, Matrix, is_plain_name, load_matrix, run_dir, select_cells
+
+# The selection's facets: the Selection field, the Cell attribute it filters, and what an error calls it by default.
+FACETS = (("methods", "method", "method"), ("base_models", "base_model", "base model"),
+          ("datasets", "dataset", "dataset"), ("cells", "cell_id", "cell"))  # fmt: skip
+SHOWN_NAMES = 24  # an error line lists at most this many valid names (paper_v3 has 72 cell ids)
 
 
 @dataclass(frozen=True)
@@ -65,16 +71,54 @@ def selected_cells(matrix: Matrix, selection: Selection) -> list[Cell]:
     return select_cells(matrix.cells, *[list(names) or None for names in facets])
 
 
-def plan_cells(
-    selection: Selection, overrides: Sequence[str] = (), eval_overrides: Sequence[str] = ()
-) -> list[CellPlan]:
-    """The selected cells, each with its config composed (a bad override fails here, before any work)."""
-    matrix = load_matrix(selection.matrix)
-    for cell_id in selection.cells:
-        matrix.cell(cell_id)  # an unknown id is an error naming the matrix
+class SelectionError(ConfigError):
+    """A selection naming a method, base model, dataset or cell id its matrix lacks, or picking no cell."""
+
+
+def _listed(names: Sequence[str], matrix: str) -> str:
+    shown = ", ".join(names[:SHOWN_NAMES])
+    more = len(names) - SHOWN_NAMES
+    return shown + (f", ... and {more} more: corewarding matrix list --matrix {matrix}" if more > 0 else "")
+
+
+def _unknown(label: str, name: str, valid: Sequence[str], matrix: str) -> str:
+    """One line: the bad name, the closest valid one if any is close, and the valid ones."""
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    shown = name if is_plain_name(name) else repr(name)  # a control character or a newline cannot break the line
+    return f"{label} {shown}: not in matrix {matrix}{hint} (valid: {_listed(valid, matrix)})"
+
+
+def check_selection(matrix: Matrix, selection: Selection, labels: Mapping[str, str] | None = None) -> list[Cell]:
+    """The cells the selection picks; a name the matrix lacks is a SelectionError naming it (as ``labels`` calls its
+    facet, e.g. ``{"methods": "--method"}``), the closest valid name and the valid ones, and so is a selection whose
+    names are each valid but together pick no cell. Pure: it reads no file, so it runs before anything starts."""
+    names = {**{facet: label for facet, _, label in FACETS}, **(labels or {})}
+    for facet, attribute, _ in FACETS:
+        valid = sorted({str(getattr(cell, attribute)) for cell in matrix.cells})
+        for name in getattr(selection, facet):
+            if name not in valid:
+                raise SelectionError(_unknown(names[facet], name, valid, matrix.name))
     cells = selected_cells(matrix, selection)
     if not cells:
-        raise ConfigError(f"no cell of matrix {matrix.name!r} matches the selection {selection}")
+        chosen = ", ".join(
+            f"{names[f]} {','.join(getattr(selection, f))}" for f, _, _ in FACETS if getattr(selection, f)
+        )
+        raise SelectionError(f"{chosen or 'the selection'}: no cell of matrix {matrix.name} matches all of these "
+                             f"(corewarding matrix list --matrix {matrix.name})")  # fmt: skip
+    return cells
+
+
+def plan_cells(
+    selection: Selection,
+    overrides: Sequence[str] = (),
+    eval_overrides: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
+) -> list[CellPlan]:
+    """The selected cells, each with its config composed (a bad override fails here, before any work); ``labels``
+    name the selection's facets in its errors (``check_selection``)."""
+    matrix = load_matrix(selection.matrix)
+    cells = check_selection(matrix, selection, labels)  # an unknown name: an error naming the matrix and the valid ones
     plans = [CellPlan(matrix, cell, tuple(overrides), tuple(eval_overrides)) for cell in cells]
     return [replace(plan, cfg=compose_config(plan.train_overrides())) for plan in plans]
 
