@@ -100,11 +100,13 @@ def test_compare_with_one_run_asks_for_another(app: AppTest) -> None:
 
 
 def test_the_run_table_searches_and_shows_metric_columns(app: AppTest) -> None:
-    render(app, "views/runs.py", q="CO_REWARDING_1 7b")
+    # words no run id's 8-hex suffix can hold ("7b" alone matched co_rewarding_1__qwen2.5-3b__math@...7b..., a
+    # 3% chance per synthetic store)
+    render(app, "views/runs.py", q="CO_REWARDING_1 Qwen2.5-7B")
     rows = app.dataframe[-1].value
     assert rows["run_id"].str.startswith("co_rewarding_1__qwen2.5-7b__math@").tolist() == [True]
     assert {"last_val_acc", "last_reward", "reward_unit", "collapse", "wall_hours"} <= set(rows.columns)
-    assert app.query_params == {"q": "CO_REWARDING_1 7b"}
+    assert app.query_params == {"q": "CO_REWARDING_1 Qwen2.5-7B"}
 
 
 @pytest.mark.parametrize(
