@@ -164,13 +164,17 @@ def matrix_of(cell_ids: Sequence[str]) -> str | None:
     return best[2] if best else None
 
 
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """``"; did you mean X?"`` for the known name closest to a misspelt ``name``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def _matrix_path(name: str) -> Path:
     path = config_dir() / "matrix" / f"{name}.yaml"
     if not path.is_file():
         known = matrix_names()
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise KeyError(f"unknown matrix {name!r}{hint} (known: {', '.join(known)})")
+        raise KeyError(f"unknown matrix {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})")
     return path
 
 

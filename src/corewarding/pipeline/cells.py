@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from corewarding.config import ConfigError, compose_config, load_group_option, needs_rephrased_view
-from corewarding.matrix import Cell, Matrix, is_plain_name, load_matrix, run_dir, select_cells
+from corewarding.matrix import Cell, Matrix, did_you_mean, is_plain_name, load_matrix, run_dir, select_cells
 
 # The selection's facets: the Selection field, the Cell attribute it filters, and what an error calls it by default.
 FACETS = (("methods", "method", "method"), ("base_models", "base_model", "base model"),
@@ -83,10 +82,8 @@ def _listed(names: Sequence[str], matrix: str) -> str:
 
 def _unknown(label: str, name: str, valid: Sequence[str], matrix: str) -> str:
     """One line: the bad name, the closest valid one if any is close, and the valid ones."""
-    close = difflib.get_close_matches(name, valid, n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
     shown = name if is_plain_name(name) else repr(name)  # a control character or a newline cannot break the line
-    return f"{label} {shown}: not in matrix {matrix}{hint} (valid: {_listed(valid, matrix)})"
+    return f"{label} {shown}: not in matrix {matrix}{did_you_mean(name, valid)} (valid: {_listed(valid, matrix)})"
 
 
 def check_selection(matrix: Matrix, selection: Selection, labels: Mapping[str, str] | None = None) -> list[Cell]:

@@ -39,11 +39,6 @@ class Attention:
     why: str
 
     @property
-    def dense_mask(self) -> bool:
-        """Whether the kernel builds a dense mask (sdpa, eager): over the packed row when packed, else per sequence."""
-        return self.kernel not in PER_SEQUENCE
-
-    @property
     def name(self) -> str:
         """How the dry run, the cost table and the launch spell it: ``padded sdpa``, ``packed flash_attention_2``."""
         return f"{'packed' if self.packed else 'padded'} {self.kernel}"
