@@ -58,6 +58,14 @@ def _store(tmp_path: Path, rates: dict[str, list[float]]) -> Path:
     return db
 
 
+# three seeds each: Co-rewarding-II well above Majority-Voting, and the claims-file entry that says so
+II_OVER_MV = {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]}
+II_BEATS_MV = (
+    "  - {id: ii_beats_mv, kind: compare, text: II beats MV, table: T1, benchmark: math500,\n"
+    "     better: [co_rewarding_2], worse: [majority_voting], rows: [{base_model: qwen3-8b-base, dataset: math}]}\n"
+)
+
+
 def _claim(better: str = "co_rewarding_2", worse: str = "majority_voting") -> Claim:
     return Claim("c", "II beats MV", "Table 1", "compare", ROWS, "math500", (better,), (worse,))
 
@@ -69,7 +77,7 @@ def _evaluate(db: Path, claim: Claim) -> ClaimResult:
 
 
 def test_a_claim_that_holds_and_one_that_does_not(tmp_path: Path) -> None:
-    db = _store(tmp_path, {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]})
+    db = _store(tmp_path, II_OVER_MV)
     holds = _evaluate(db, _claim())
     assert holds.verdict == HOLDS and holds.variance == "seeds+problems" and holds.seeds == 3
     assert 0.2 < holds.effect < 0.35 and holds.low > 0 and len(holds.runs) == 6
@@ -98,9 +106,7 @@ def test_a_one_seed_row_borrows_only_within_its_method_family_and_size(tmp_path:
     for other in (("qwen3-8b-base", "dapo14k"), ("qwen2.5-7b", "math")):
         db = tmp_path / f"{other[0]}.duckdb"
         with writer(db) as con:
-            for i, (method, rates) in enumerate(
-                {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]}.items()
-            ):
+            for i, (method, rates) in enumerate(II_OVER_MV.items()):
                 for k, rate in enumerate(rates):
                     _run(con, Cell(method, *ROWS[0], k), rate, seed=100 * i + k)
                 _run(con, Cell(method, *other), rates[0], seed=100 * i + 50)
@@ -155,13 +161,12 @@ def test_the_claims_command_prints_each_verdict_and_prices_missing_cells(
 ) -> None:
     from corewarding.cli.main import main
 
-    db = _store(tmp_path, {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]})
+    db = _store(tmp_path, II_OVER_MV)
     claims = tmp_path / "claims.yaml"
     claims.write_text(
         "claims:\n"
-        "  - {id: ii_beats_mv, kind: compare, text: II beats MV, table: T1, benchmark: math500,\n"
-        "     better: [co_rewarding_2], worse: [majority_voting], rows: [{base_model: qwen3-8b-base, dataset: math}]}\n"
-        "  - {id: iii_beats_ii, kind: compare, text: III beats II, table: v3, benchmark: math500,\n"
+        + II_BEATS_MV
+        + "  - {id: iii_beats_ii, kind: compare, text: III beats II, table: v3, benchmark: math500,\n"
         "     better: [co_rewarding_3], worse: [co_rewarding_2], rows: [{base_model: qwen3-8b-base, dataset: math}]}\n"
     )
     assert main(["claims", "--db", str(db), "--file", str(claims)]) == 0
@@ -189,7 +194,7 @@ def test_the_report_opens_with_the_claims(tmp_path: Path) -> None:
 def test_a_claim_never_mixes_two_versions_of_its_checker(tmp_path: Path) -> None:
     """Three seeds of each method, one seed's samples scored by another version of math_verify: undecided, naming
     both versions; with one version the same store decides."""
-    db = _store(tmp_path, {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]})
+    db = _store(tmp_path, II_OVER_MV)
     with writer(db) as con:
         con.execute("UPDATE eval_samples SET checker_version_math_verify = 'math_verify 0.9.0+a1'")
     assert _evaluate(db, _claim()).verdict == HOLDS

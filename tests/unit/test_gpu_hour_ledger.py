@@ -7,7 +7,6 @@ import json
 import time
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
@@ -18,6 +17,7 @@ from corewarding.results.ingest import ingest
 from corewarding.results.report import build_report
 from corewarding.results.runs import RunFolderError
 from corewarding.training import run_record
+from tests.support.old_store import store_at_version
 
 CELL = "co_rewarding_2__qwen3-8b-base__math"
 PHASES = [
@@ -122,8 +122,7 @@ def test_a_bad_ledger_is_refused_naming_the_key(tmp_path: Path) -> None:
 
 def test_a_v5_store_migrates_to_the_ledger(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
-    con = duckdb.connect(str(db))
-    schema.migrate(con, {v: schema.MIGRATIONS[v] for v in range(1, 6)})
+    con = store_at_version(db, 5)
     con.execute(
         "INSERT INTO runs (run_id, cell_id, method, base_model, dataset, status) VALUES "
         "('r@1', 'gt_grpo__tiny__tiny', 'gt_grpo', 'tiny', 'tiny', 'finished')"

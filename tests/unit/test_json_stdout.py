@@ -24,7 +24,7 @@ import pytest
 from corewarding.cli.main import build_parser
 from corewarding.files import write_parquet_atomic
 from corewarding.rows import make_row
-from tests.unit.test_claims import _store
+from tests.unit.test_claims import II_BEATS_MV, II_OVER_MV, _store
 
 NOISE = ("noise from print", "noise from the descriptor", "noise from a child process")
 
@@ -105,13 +105,9 @@ def _evaluate(tmp_path: Path) -> tuple[list[str], Callable[[Any], bool], int]:
 
 
 def _claims(tmp_path: Path) -> tuple[list[str], Callable[[Any], bool], int]:
-    db = _store(tmp_path, {"co_rewarding_2": [0.70, 0.72, 0.69], "majority_voting": [0.40, 0.45, 0.38]})
+    db = _store(tmp_path, II_OVER_MV)
     claims = tmp_path / "claims.yaml"
-    claims.write_text(
-        "claims:\n"
-        "  - {id: ii_beats_mv, kind: compare, text: II beats MV, table: T1, benchmark: math500,\n"
-        "     better: [co_rewarding_2], worse: [majority_voting], rows: [{base_model: qwen3-8b-base, dataset: math}]}\n"
-    )
+    claims.write_text("claims:\n" + II_BEATS_MV)
     return ["claims", "--json", "--db", str(db), "--file", str(claims)], lambda doc: doc[0]["id"] == "ii_beats_mv", 0
 
 

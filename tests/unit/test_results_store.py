@@ -13,6 +13,7 @@ import pytest
 from corewarding.matrix import load_matrix
 from corewarding.results import schema, store, synthetic
 from corewarding.results.ingest import ingest
+from tests.support.old_store import store_at_version
 
 KEYS = {  # table -> the columns that identify a row
     "runs": "run_id",
@@ -129,8 +130,7 @@ def test_a_v6_store_migrates_to_seed_groups_that_read_cell_ids_as_the_matrix_doe
     from corewarding.matrix import Cell, parse_cell_id
 
     db = tmp_path / "r.duckdb"
-    con = duckdb.connect(str(db))
-    schema.migrate(con, {v: schema.MIGRATIONS[v] for v in range(1, 7)})
+    con = store_at_version(db, 6)
     cells = [Cell("gt_grpo", "tiny", "tiny"), Cell("gt_grpo", "tiny", "tiny", 1), Cell("gt_grpo", "tiny", "tiny", 12)]
     for i, cell in enumerate(cells):
         con.execute(

@@ -12,7 +12,6 @@ import csv
 import json
 from pathlib import Path
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -26,6 +25,7 @@ from corewarding.results import schema, store, synthetic
 from corewarding.results.checker_versions import sample_checker_versions
 from corewarding.results.ingest import ingest
 from corewarding.rows import make_row
+from tests.support.old_store import store_at_version
 from tests.unit.evaluation.test_harness_metrics import GOLDS, ScriptedGenerator
 from tests.unit.test_results_ingest import LINES, write_run
 
@@ -125,8 +125,7 @@ def test_a_samples_file_without_versions_gets_them_from_its_units_scores(
 
 def test_a_v7_store_keeps_its_samples_with_unknown_versions_and_forgets_their_files(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
-    con = duckdb.connect(str(db))
-    schema.migrate(con, {v: schema.MIGRATIONS[v] for v in range(1, 8)})
+    con = store_at_version(db, 7)
     con.execute(
         "INSERT INTO eval_samples (run_id, step, benchmark, problem_id, sample_index, correct_strict, "
         "correct_math_verify) VALUES ('r1', 10, 'MATH500', 'p0', 0, true, false)"
