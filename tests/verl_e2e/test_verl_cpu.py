@@ -322,10 +322,15 @@ def assert_rewards_are_the_policys_statistic(method: str, run_dir: Path, artifac
 def assert_teacher_rows_sampled_with_the_teachers_weights(run_dir: Path) -> str:
     """Co-rewarding-II/III, steps 2 on (at step 1 the teacher still equals the policy): vLLM's log-probs of each
     teacher row's sampled tokens are those the step's saved teacher gives them, and not those of the policy that
-    step started from (the actor saved at the step before): the rows were sampled with the teacher's weights."""
+    step started from (the actor saved at the step before): the rows were sampled with the teacher's weights.
+
+    A step after one whose groups all scored alike starts from a teacher equal to its actor (weight decay alone moved
+    the policy), so no step on its own can be asked to tell them apart: at every step the teacher explains the rows at
+    least as well as the actor, and at one step or more ten times better."""
     ckpt = run_dir / "checkpoints"
     config = ckpt / "global_step_1" / "actor" / "huggingface"
     figures = []
+    told_apart = False
     for number, rows in enumerate(dumped_steps(run_dir), 1):
         if number == 1:
             continue
@@ -344,7 +349,9 @@ def assert_teacher_rows_sampled_with_the_teachers_weights(run_dir: Path) -> str:
         d_teacher, d_actor = sum(to_teacher) / len(to_teacher), sum(to_actor) / len(to_actor)
         figures.append(f"step {number}: {d_teacher:.2e} to the teacher, {d_actor:.2e} to the actor")
         assert d_teacher < 5e-3, f"dump {number}: the teacher's rows are not the saved teacher's samples ({d_teacher})"
-        assert d_actor > 10 * d_teacher, f"dump {number}: teacher and actor cannot be told apart ({figures[-1]})"
+        assert d_teacher <= 1.05 * d_actor, f"dump {number}: the actor explains the rows better ({figures[-1]})"
+        told_apart = told_apart or d_actor > 10 * d_teacher
+    assert told_apart, f"no step told the teacher's samples from the actor's: {'; '.join(figures)}"
     return "; ".join(figures)
 
 
