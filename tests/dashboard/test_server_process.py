@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -51,3 +52,24 @@ def test_killing_the_command_stops_the_server(synthetic_store: Path, sig: signal
             os.killpg(proc.pid, signal.SIGKILL)
         with suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=10)
+
+
+def test_a_busy_port_is_named_before_anything_starts(synthetic_store: Path) -> None:
+    """A second dashboard on a port another server holds fails at once in one line with a --port hint, and never
+    says it serves there."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "corewarding.cli", "dashboard", "--db", str(synthetic_store), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"error: port {port} on 127.0.0.1 is in use (another dashboard?): pick a free one with --port, "
+        f"e.g. --port {port + 1}"
+    )
+    assert "dashboard on" not in done.stdout

@@ -85,3 +85,24 @@ def test_the_override_examples_of_train_help_compose() -> None:
         "verl",
     )
     assert cfg.optimizer.lr == 1e-6 and cfg.verl.nnodes == 2 and cfg.method.note == "first-try"
+
+
+def test_the_commands_users_type_for_a_work_pool_are_not_filed_as_internal() -> None:
+    text = build_parser().format_help()
+    orchestration = next(line for line in text.splitlines() if line.strip().startswith("orchestration:"))
+    assert orchestration.split(":", 1)[1].strip().split(", ") == ["pipeline", "deploy", "worker", "pool-key"]
+    internal = text[text.index("internal commands") :]
+    assert not any(f"\n  {name} " in internal for name in ("deploy", "worker", "pool-key"))
+
+
+@pytest.mark.parametrize(("command", "action"), [("pipeline", "run"), ("results", "synthetic"), ("pipeline", "cells")])
+def test_a_sub_command_help_shows_its_own_examples(command: str, action: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "corewarding.cli", command, action, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    examples = done.stdout[done.stdout.rindex("examples:") :].splitlines()[1:]
+    expected = [line for line in EXAMPLES[command] if line.split()[1:3] == [command, action]]
+    assert len(expected) >= 1 and [line.strip() for line in examples if line.strip()] == expected
+    for line in expected:  # each parses as the sub-command it is shown under
+        assert build_parser().parse_args(shlex.split(line)[1:]).action == action

@@ -11,10 +11,10 @@ USER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evaluation", ("evaluate", "audit")),
     ("results", ("results", "report", "claims", "dashboard")),
     ("publishing", ("publish", "publish-data")),
-    ("orchestration", ("pipeline",)),
+    ("orchestration", ("pipeline", "deploy", "worker", "pool-key")),
 )
-# What the pipeline's own parts call: DVC stages, work-pool machines, the Prefect server's set-up.
-INTERNAL = ("cell", "worker", "deploy", "pool-key")
+# What the pipeline's own parts call: the DVC stages in dvc.yaml.
+INTERNAL = ("cell",)
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "train": (
@@ -37,7 +37,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "results": (
         "corewarding results ingest --runs runs",
+        "corewarding results info",
         "corewarding results synthetic --out /tmp/preview",
+        "corewarding results synthetic --out /tmp/preview --matrix paper_v3 --matrix paper_v3_seeds",
         "corewarding results forget-synthetic",
     ),
     "report": ("corewarding report --matrix paper --out report.html",),
@@ -47,7 +49,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "publish-data": ("corewarding publish-data math --out /tmp/publish-data",),
     "pipeline": (
         "corewarding pipeline run --matrix demo",
+        "corewarding pipeline run --matrix demo --method gt_grpo,co_rewarding_1",
         "corewarding pipeline run --matrix paper_v3 --dry-run",
+        "corewarding pipeline run --matrix paper_v3 --dry-run --json",
         "corewarding pipeline cells --matrix paper --method gt_grpo",
     ),
     "cell": ("corewarding cell train gt_grpo__tiny__tiny --matrix demo",),
@@ -80,11 +84,8 @@ def overview() -> str:
         lines.append(f"  {group + ':':15s}{', '.join(names)}")
     lines += [
         "",
-        "internal commands (called by the DVC stages in dvc.yaml, the work pool's machines, the Prefect set-up):",
+        "internal commands (called by the DVC stages in dvc.yaml):",
         f"  {'cell':{width}s}  one step of one matrix cell (what `dvc repro` runs)",
-        f"  {'worker':{width}s}  a work pool's worker for this machine",
-        f"  {'deploy':{width}s}  register the scheduled deployments with the Prefect server",
-        f"  {'pool-key':{width}s}  create the work pool's signing key (jobs a worker runs are signed with it)",
         "",
         "start here: make demo (the CPU pipeline), then `corewarding dashboard`; each command's --help has examples.",
     ]
@@ -93,7 +94,8 @@ def overview() -> str:
 
 def attach_examples(commands: dict[str, argparse.ArgumentParser]) -> None:
     """Give each command's parser an example epilog (kept after any epilog it has); ``train`` also explains
-    overrides. A command with no group or no example is a programming error, caught by the tests."""
+    overrides. A command's sub-commands (``pipeline run``, ``results synthetic``) get the group's examples of their
+    own. A command with no group or no example is a programming error, caught by the tests."""
     grouped = {name for _, names in USER_GROUPS for name in names} | set(INTERNAL)
     has_examples = {name for name, parser in commands.items() if "examples:" in (parser.epilog or "")}
     missing = sorted(set(commands) - grouped) + sorted(set(commands) - set(EXAMPLES) - has_examples)
@@ -107,3 +109,24 @@ def attach_examples(commands: dict[str, argparse.ArgumentParser]) -> None:
             parts.append("examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name]))
         parser.epilog = "\n\n".join(parts)
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        for action, sub_parser in sub_commands(parser).items():
+            _add_examples(sub_parser, [line for line in EXAMPLES.get(name, ()) if line.split()[2:3] == [action]])
+
+
+def sub_commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A command's own sub-commands by name (``run`` and ``cells`` of ``pipeline``); none for most."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def _add_examples(parser: argparse.ArgumentParser, lines: list[str]) -> None:
+    """Append ``lines`` as the parser's examples, after any epilog it has; nothing when there are none."""
+    if not lines or "examples:" in (parser.epilog or ""):
+        return
+    parts = [parser.epilog] if parser.epilog else []
+    parts.append("examples:\n" + "\n".join(f"  {line}" for line in lines))
+    parser.epilog = "\n\n".join(parts)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter

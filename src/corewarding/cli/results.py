@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -136,6 +137,18 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether ``host:port`` cannot be bound now (another server holds it). Streamlit would fail only after its
+    start-up, with no word about --port; asked first, the command says so in one line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def _dashboard(args: argparse.Namespace) -> int:
     """Serve the dashboard: Streamlit takes over this process (exec), so it never outlives the command's PID."""
     db = _db(args).resolve()
@@ -162,6 +175,9 @@ def _dashboard(args: argparse.Namespace) -> int:
         "--client.toolbarMode",
         "viewer",
     ]
+    if port_in_use(args.host, args.port):
+        return _fail(f"port {args.port} on {args.host} is in use (another dashboard?): pick a free one with --port, "
+                     f"e.g. --port {args.port + 1}")  # fmt: skip
     print(f"dashboard on http://{args.host}:{args.port} reading {db} (read-only); Ctrl-C stops it", flush=True)
     sys.stderr.flush()
     # Streamlit replaces this process rather than running as its child: the PID a user or a supervisor holds is the
@@ -213,8 +229,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "paper_v3_seeds for the headline cells' seeds 1 and 2 (paper_v3_lenders: a seeded row the Qwen3-4B-Base "
         "MATH row borrows from)",
     )
-    synthetic.add_argument("--steps", type=int, default=120)
-    synthetic.add_argument("--samples", type=int, default=400, help="evaluation samples per run and benchmark")
+    synthetic.add_argument("--steps", type=int, default=120, help="training steps per synthetic run (default: 120)")
+    synthetic.add_argument(
+        "--samples", type=int, default=400, help="evaluation samples per run and benchmark (default: 400)"
+    )
     synthetic.set_defaults(func=_synthetic)
     forget = results.add_parser("forget-synthetic", help="remove synthetic runs (a preview's) from a store")
     forget.add_argument("--db", default=None, help=DB_HELP)
@@ -237,5 +255,5 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     dashboard.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)"
     )
-    dashboard.add_argument("--port", type=int, default=8501)
+    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
     dashboard.set_defaults(func=_dashboard)
