@@ -21,6 +21,7 @@ from corewarding import methods
 from corewarding.results.schema import SchemaError
 from corewarding.results.store import StoreBusyError, StoreDamagedError, default_db, reader
 from dashboard import queries
+from dashboard.config_diff import ABSENT
 
 log = logging.getLogger(__name__)
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=])")
@@ -153,7 +154,7 @@ def require_store() -> None:
 def table(frame: pd.DataFrame, name: str, **kwargs: Any) -> Any:
     """A sortable table and a button that downloads it as ``name.csv``; returns st.dataframe's result (the
     selection, with ``on_select``)."""
-    shown = st.dataframe(visible_frame(frame), hide_index=True, width="stretch", **kwargs)
+    shown = st.dataframe(visible_frame(frame), hide_index=True, width="stretch", placeholder=ABSENT, **kwargs)
     st.download_button(
         f"Download {visible(name)}.csv",
         frame.to_csv(index=False).encode(),

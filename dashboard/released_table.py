@@ -10,7 +10,7 @@ import streamlit as st
 
 from corewarding.matrix import DEFAULT_HUB_ORG, load_matrix
 from corewarding.results.released_read import INTERVAL, VERDICTS, settings_flag, settings_listing
-from dashboard.common import table
+from dashboard.common import ABSENT, table
 
 PAPER_MATRICES = ("paper_v3", "paper")  # the cells whose checkpoints the paper's org released
 
@@ -46,7 +46,7 @@ def released_table(frame: pd.DataFrame, name: str) -> None:
     table(shown(frame), name)
     with st.expander("Settings of each column (by settings key)"):
         listing = settings_listing(frame).map(lambda v: "–" if v is None else str(v))  # one type per column
-        st.dataframe(listing, hide_index=True, width="stretch")
+        st.dataframe(listing, hide_index=True, width="stretch", placeholder=ABSENT)
 
 
 @cache

@@ -63,14 +63,29 @@ def test_two_runs_compared_list_the_differing_keys_first(app: AppTest) -> None:
 
 def test_a_run_without_a_stored_config_is_named_not_diffed_as_a_blank_key() -> None:
     diff = config_diff({}, {"method": {"name": "x"}})
-    assert diff[["key", "a", "b", "differs"]].values.tolist() == [["method.name", "'—'", "'x'", True]]
+    assert diff[["key", "a", "b", "differs"]].values.tolist() == [["method.name", "—", "x", True]]
 
 
 def test_config_diff_by_hand() -> None:
     diff = config_diff({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"b": 1, "c": 5}, "e": 4})
     assert diff[["key", "a", "b", "differs"]].values.tolist() == [
-        ["a.c", "2", "5", True], ["d", "3", "'—'", True], ["e", "'—'", "4", True], ["a.b", "1", "1", False],
+        ["a.c", "2", "5", True], ["d", "3", "—", True], ["e", "—", "4", True], ["a.b", "1", "1", False],
     ]  # fmt: skip
+
+
+def test_config_values_show_as_yaml_and_differ_by_type_not_by_how_they_show() -> None:
+    diff = config_diff(
+        {"attn": "sdpa", "note": "—", "seed": "1", "stop": None, "flag": True, "lr": 3e-6},
+        {"attn": "sdpa", "seed": 1, "stop": None, "flag": False, "lr": 3e-6},
+    )
+    assert diff[["key", "a", "b", "differs"]].values.tolist() == [
+        ["flag", "true", "false", True],
+        ["note", "—", "—", True],  # a stored "—" is not an absent key
+        ["seed", "1", "1", True],  # the string "1" is not the number 1
+        ["attn", "sdpa", "sdpa", False],
+        ["lr", "3e-06", "3e-06", False],
+        ["stop", "null", "null", False],
+    ]
 
 
 @pytest.mark.parametrize("group", ["method", "dataset"])
