@@ -1,6 +1,6 @@
 """One run: its facts and Hub link, training curves, evaluation curves by checkpoint step per benchmark (with their
 intervals), its cell's audited released checkpoint beside the paper and the reproduction, collapse events, samples and
-system metrics (what the run logged: step time; verl's throughput and GPU memory once its metrics keep them), and
+system metrics (what the run logged: step time; a verl run's perf/* throughput and peak GPU memory too), and
 resolved config. Opened from a heat-map cell (``?cell=``: the cell's newest run), a row of the run table, a point of the
 paper scatter, or by its id (``?run=``); with neither, the newest run, written into the URL."""
 
@@ -100,8 +100,8 @@ def system_metrics(run_id: str, backend: str, labels: pd.DataFrame) -> None:
 
 
 NOT_KEPT = {
-    "verl": " verl logs throughput and peak GPU memory (perf/*) to verl_logs/, but the run's metrics.jsonl keeps only "
-    "its step time (training/verl/metrics.py), so the store has no more.",
+    "local": " The one-device backend times its steps only.",
+    "verl": " A verl run keeps verl's perf/* figures (training/verl/metrics.py): one missing here was not in its log.",
 }
 
 

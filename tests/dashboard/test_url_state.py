@@ -4,6 +4,7 @@ Streamlit's AppTest (the browser checks are in test_browser_navigation.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from corewarding.methods import reward_unit
+from corewarding.results.ingest import ingest
 from corewarding.results.store import reader, writer
 from dashboard import queries
 from dashboard.common import plain
@@ -129,7 +131,35 @@ def test_the_run_page_lists_system_metrics_and_names_the_missing(
     assert (row["steps"], row["last"], row["max"]) == (4, 1800.0, 3600.0)  # the hand store's step_seconds
     (note,) = [c.value for c in app.caption if c.value.startswith("Not recorded by this backend")]
     assert "(local): tokens/s per GPU, GPU memory allocated, GB" in note and "GPU utilisation" in note
+    assert note.endswith("The one-device backend times its steps only.")
     assert [m.value for m in app.metric][2:] == ["0.200", "0.800", "2.50"]  # val acc, reward, 9000 s of steps
+
+
+def test_a_verl_runs_perf_figures_are_shown_under_their_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What training/verl/metrics.py keeps of verl's perf/* reaches the run page's system table, by label."""
+    perf = {"perf/throughput": 812.5, "perf/time_per_step": 9.4, "perf/max_memory_allocated_gb": 61.2}
+    run = tmp_path / "runs" / "verl-run"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("backend: verl\nmethod: {name: gt_grpo}\nbase_model: {name: qwen3-8b-base}\n"
+                                     "dataset: {name: math}\n")  # fmt: skip
+    (run / "run.json").write_text(json.dumps({"status": "finished", "started_at": "2026-03-01T00:00:00Z",
+                                              "backend": "verl"}))  # fmt: skip
+    steps = [
+        {"step": 1, "reward_mean": 0.25, **perf},
+        {"step": 2, "reward_mean": 0.5, **{k: 2 * v for k, v in perf.items()}},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    db = tmp_path / "verl.duckdb"
+    ingest(db, run_dirs=[run])
+    monkeypatch.setenv("COREWARDING_RESULTS_DB", str(db))
+    app = render(AppTest.from_file(APP, default_timeout=60), "views/run.py")
+    stats = next(d.value for d in app.dataframe if "steps" in d.value.columns).set_index("metric")
+    assert stats.loc["tokens/s per GPU", "last"] == 1625.0
+    assert stats.loc["step time, s", "max"] == pytest.approx(18.8)
+    assert stats.loc["GPU memory allocated, GB", "mean"] == pytest.approx(91.8)
+    (note,) = [c.value for c in app.caption if c.value.startswith("Not recorded by this backend")]
+    assert note.startswith("Not recorded by this backend (verl): GPU memory reserved, GB")
+    assert "keeps only" not in note and "perf/* figures" in note
 
 
 def test_the_run_page_after_the_samples_page(app: AppTest) -> None:
