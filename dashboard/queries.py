@@ -6,7 +6,7 @@ Every value a user picks reaches SQL as a bound parameter (``?``); no SQL text i
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -365,3 +365,79 @@ def paper_claims(con: Con, checker: str) -> pd.DataFrame:
     frame["missing"] = frame["missing"].map(", ".join)
     frame["lenders"] = frame["lenders"].map(lambda lent: ", ".join(f"{d['cell']} (df {d['df']})" for d in lent))
     return frame
+
+
+# The run table's added columns (dashboard/run_columns.py): what the store holds, and each run's value.
+def run_eval_choices(con: Con, checker: str) -> pd.DataFrame:
+    """The (benchmark, metric) pairs some stored run has evaluated by checkpoint under ``checker`` (benchmarks by
+    their canonical name; released checkpoints and base-model rows left out)."""
+    return _df(
+        con,
+        f"""SELECT DISTINCT {name_sql("benchmark")} AS benchmark, metric FROM (SELECT DISTINCT benchmark, metric
+        FROM eval_metrics WHERE checker = ? AND step IS NOT NULL AND run_id IN (SELECT run_id FROM runs))
+        ORDER BY ALL""",
+        [checker],
+    )
+
+
+def training_summaries(con: Con, metrics: Sequence[str]) -> pd.DataFrame:
+    """Per run and metric of ``metrics``: the last value (at the highest step that logged one; null and NaN are not
+    values), its step, and the best (highest) value."""
+    return _df(
+        con,
+        """SELECT run_id, metric, max(step) AS last_step, arg_max(value, step) AS last, max(value) AS best
+        FROM training_metrics WHERE list_contains(?, metric) AND value IS NOT NULL AND NOT isnan(value)
+        GROUP BY ALL ORDER BY ALL""",
+        [list(metrics)],
+    )
+
+
+def eval_summaries(con: Con, checker: str, benchmarks: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
+    """Per stored run, benchmark (its key: ``benchmark`` in any spelling) and metric of ``metrics``, under
+    ``checker``: the value at the newest evaluated checkpoint (``newest``, ``newest_step``) and the highest value
+    (``best``, ``best_step``: the earliest step reaching it). Of several rows at one step (evaluation settings, e.g.
+    two evaluation seeds) the first by settings key is the newest's."""
+    return _df(
+        con,
+        f"""WITH e AS (SELECT run_id, step, {key_sql("benchmark")} AS benchmark_key, metric, value, settings_key
+            FROM eval_metrics WHERE checker = $checker AND step IS NOT NULL AND value IS NOT NULL
+            AND NOT isnan(value) AND list_contains($metrics, metric) AND run_id IN (SELECT run_id FROM runs))
+        SELECT run_id, benchmark_key, metric, max(step) AS newest_step,
+            first(value ORDER BY step DESC, settings_key NULLS LAST, value DESC) AS newest,
+            max(value) AS best, first(step ORDER BY value DESC, step) AS best_step
+        FROM e WHERE list_contains($keys, benchmark_key) GROUP BY ALL ORDER BY ALL""",
+        {"checker": checker, "metrics": list(metrics), "keys": [benchmark_key(b) for b in benchmarks]},
+    )
+
+
+def _config_leaves(value: object, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """(dotted key, value) of every leaf of a parsed config; a list, or an empty mapping, is one leaf."""
+    if isinstance(value, dict) and value:
+        for key, inner in value.items():
+            yield from _config_leaves(inner, f"{prefix}.{key}" if prefix else str(key))
+    elif prefix:
+        yield prefix, value
+
+
+def _config_text(value: object) -> str:
+    """A config value as text: a string as it is, true/false, a number, a list or mapping as JSON (never Python's
+    repr)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def run_configs(con: Con) -> pd.DataFrame:
+    """Every run's resolved config, one row per leaf: (run_id, key, text, number); ``key`` the dotted path, ``text``
+    the value as text, ``number`` the value where it is a number (not a boolean), else NaN. Null leaves are left
+    out (a missing value)."""
+    rows = []
+    stored = con.execute("SELECT run_id, config FROM runs WHERE config IS NOT NULL ORDER BY run_id").fetchall()
+    for run_id, config in stored:
+        leaves = dict(_config_leaves(json.loads(config)))  # the first of two spellings of one dotted key
+        for key, value in leaves.items():
+            if value is None:
+                continue
+            number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("nan")
+            rows.append((run_id, key, _config_text(value), number))
+    return pd.DataFrame(rows, columns=["run_id", "key", "text", "number"]).astype({"number": float})

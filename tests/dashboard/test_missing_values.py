@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard.config_diff import ABSENT
 from tests.support.apptest import render
 
-PAGES = ["views/matrix.py", "views/paper.py", "views/claims.py", "views/data.py", "views/compare.py"]
+PAGES = ["views/matrix.py", "views/paper.py", "views/claims.py", "views/data.py", "views/compare.py", "views/runs.py"]
 
 
 @pytest.mark.parametrize("page", PAGES)
