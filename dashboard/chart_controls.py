@@ -17,14 +17,17 @@ def y_axis_choices() -> YAxis:
     return YAxis(
         log=log.toggle("Log y axis", key="log_y", bind="query-params", help="values at or below 0 are left out"),
         zoom_y=zoom.toggle(
-            "Zoom y too", key="zoom_y", bind="query-params", help="scroll or drag a panel to zoom and pan its values"
+            "Zoom y too",
+            key="zoom_y",
+            bind="query-params",
+            help="scroll or drag a panel to zoom and pan its values (that panel only: the others keep their ranges)",
         ),
         low=low.number_input("y from", value=None, key="y_min", bind="query-params", placeholder="each panel's own"),
         high=high.number_input("y to", value=None, key="y_max", bind="query-params", placeholder="each panel's own"),
     )
 
 
-def export_buttons(chart: alt.FacetChart, name: str) -> None:
+def export_buttons(chart: alt.ConcatChart, name: str) -> None:
     """Buttons downloading ``chart`` as ``name.png`` and ``name.svg`` (drawn when clicked, not before)."""
     for column, fmt in zip(st.columns(len(EXPORTS) + 4)[: len(EXPORTS)], EXPORTS, strict=True):
         column.download_button(

@@ -1,5 +1,6 @@
-"""The run-comparison chart of the Training curves page: EMA-smoothed curves over faint raw ones, one facet per
-metric, coloured by method, collapse onsets marked. Pure functions of DataFrames (tested without Streamlit)."""
+"""The run-comparison chart of the Training curves page: EMA-smoothed curves over faint raw ones, one panel per
+metric (a reward's panel per unit), coloured by method, collapse onsets marked. Each panel has its own scales and its
+own zoom. Pure functions of DataFrames (tested without Streamlit)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import numpy as np
 import pandas as pd
 import vl_convert as vlc
 
+from corewarding.methods import REWARD_UNITS, reward_unit
 from dashboard.common import METHOD_COLOURS, method_colour, visible
 
 X_FIELDS = {"step": ("step", "step"), "wall time": ("wall_hours", "wall time (hours)")}
-FACET_WIDTH = 900  # px the facets of one row share, axes aside (the page's content is 940 px at a 1400 px window)
+FACET_WIDTH = 900  # px the panels of one row share, axes aside (the page's content is 940 px at a 1400 px window)
 PANELS = ("metric", "metric and method")  # one panel per metric, or per metric and method (each its own y range)
+Y_LABELS = 48  # px kept for each panel's y tick labels: a zoom that lengthens them ("0.0305") does not cut them
+REWARD_METRICS = ("reward_mean",)  # counted in the reward's unit of the run's method (0/1, nats, -nats): never mixed
 EXPORTS = {"png": "image/png", "svg": "image/svg+xml"}
 
 
@@ -38,9 +42,10 @@ class YAxis:
             return alt.Scale(type="log", nice=False, **limits)  # the data's range, not whole powers of 10
         return alt.Scale(type="linear", zero=False, **limits)
 
-    def zoom(self) -> Any:
-        """Drag to pan, scroll to zoom: the steps, and the values too with ``zoom_y``."""
-        return alt.selection_interval(bind="scales", encodings=["x", "y"] if self.zoom_y else ["x"])
+    def zoom(self, name: str) -> Any:
+        """Drag to pan, scroll to zoom: the steps, and the values too with ``zoom_y``; ``name`` is the param's (one
+        per panel: a param shared by several panels would set them all to the range zoomed in one)."""
+        return alt.selection_interval(bind="scales", encodings=["x", "y"] if self.zoom_y else ["x"], name=name)
 
 
 def legend(title: str | None, **extra: Any) -> alt.Legend:
@@ -57,7 +62,7 @@ def legend(title: str | None, **extra: Any) -> alt.Legend:
     return alt.Legend(title=title, **{**style, **extra})
 
 
-def export(chart: alt.FacetChart, fmt: str) -> bytes:
+def export(chart: alt.ConcatChart, fmt: str) -> bytes:
     """The chart drawn as a PNG (twice the screen's resolution) or an SVG file, on a white background."""
     spec = chart.to_dict()
     spec.setdefault("config", {})["background"] = "white"
@@ -133,24 +138,58 @@ def _method_order(methods: Sequence[str]) -> list[str]:
     return [m for m in METHOD_COLOURS if m in present] + sorted(present - set(METHOD_COLOURS))
 
 
+def with_unit(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with ``unit``: on a reward metric's rows what its run's ``method`` rewards in (``0/1``, ``nats``,
+    ``-nats``; ``?`` for an unknown method), "" on the other metrics' rows.
+
+    >>> d = pd.DataFrame({"metric": ["reward_mean"] * 2 + ["lr"], "method": ["gt_grpo", "entropy", "gt_grpo"]})
+    >>> with_unit(d)["unit"].tolist()
+    ['0/1', '-nats', '']
+    """
+    methods = data["method"].astype(str)
+    units = methods.map({m: reward_unit(m) for m in methods.unique()})
+    return data.assign(unit=units.where(data["metric"].isin(REWARD_METRICS), "").astype(str))
+
+
+def _unit_order(units: Sequence[str]) -> list[str]:
+    """No unit ("") first, then the reward units as methods.REWARD_UNITS lists them, any other after them by name."""
+    present = set(units)
+    return [u for u in ("", *REWARD_UNITS) if u in present] + sorted(present - {"", *REWARD_UNITS})
+
+
+def _metric_panel(metric: str, unit: str) -> str:
+    return f"{metric} ({unit})" if unit else metric
+
+
 def with_panels(
     data: pd.DataFrame, metrics: Sequence[str], panels: str, by: str = "method"
 ) -> tuple[pd.DataFrame, list[str]]:
-    """``data`` with ``panel`` (its metric, or ``metric · <by>``, by its method or group) and the panels in order:
-    metrics as given, then methods in palette order (groups by name).
+    """``data`` with ``panel`` and the panels in order: metrics as given, a reward metric's panel split by its unit
+    (``reward_mean (0/1)``, ``reward_mean (nats)``: two units never share a panel), then with ``metric and method``
+    methods in palette order (``metric · <by>``, by its method or group; groups by name). ``data`` needs ``unit``
+    (see with_unit) or ``method``.
 
     >>> d = pd.DataFrame({"metric": ["m", "n", "m"], "method": ["entropy", "gt_grpo", "gt_grpo"]})
     >>> with_panels(d, ["n", "m"], "metric and method")[1]
     ['n · gt_grpo', 'm · gt_grpo', 'm · entropy']
+    >>> r = pd.DataFrame({"metric": "reward_mean", "method": ["self_certainty", "majority_voting"]})
+    >>> with_panels(r, ["reward_mean"], "metric")[1]
+    ['reward_mean (0/1)', 'reward_mean (nats)']
     """
     if panels not in PANELS:
         raise ValueError(f"panels={panels!r}: one of {', '.join(PANELS)}")
-    if panels == "metric" or data.empty:
-        return data.assign(panel=data["metric"]), [m for m in metrics if m in set(data["metric"])]
-    out = data.assign(panel=data["metric"] + " · " + data[by].astype(str))
-    methods = _method_order(list(out[by].dropna().astype(str)))
-    order = [f"{m} · {method}" for m in metrics for method in methods]
-    return out, [p for p in order if p in set(out["panel"])]
+    if data.empty:
+        return data.assign(panel=data["metric"]), []
+    data = data if "unit" in data.columns else with_unit(data)
+    units = data["unit"].astype(str)
+    head = data["metric"].astype(str) + (" (" + units + ")").where(units != "", "")  # as _metric_panel names it
+    heads = [_metric_panel(m, u) for m in metrics for u in _unit_order(list(units.unique()))]
+    out = data.assign(panel=head if panels == "metric" else head + " · " + data[by].astype(str))
+    present = set(out["panel"].unique())
+    if panels == "metric":
+        return out, [p for p in heads if p in present]
+    methods = _method_order(list(out[by].dropna().astype(str).unique()))
+    return out, [p for p in (f"{h} · {method}" for h in heads for method in methods) if p in present]
 
 
 def panel_width(columns: int, panels: int) -> int:
@@ -159,7 +198,41 @@ def panel_width(columns: int, panels: int) -> int:
     >>> panel_width(4, 2) == panel_width(2, 2) > panel_width(4, 8)
     True
     """
-    return max(140, FACET_WIDTH // max(1, min(columns, panels)) - 60)
+    return max(140, FACET_WIDTH // max(1, min(columns, panels)) - 68)  # 68: its y axis (Y_LABELS) and the gap
+
+
+def steps(values: pd.Series) -> alt.Scale:
+    """The x scale every panel starts from: all of ``values``' range (the steps or hours of every run), so the panels
+    line up until one is zoomed (each has its own x scale: a run that stopped early does not narrow its panel)."""
+    shown = pd.to_numeric(values, errors="coerce").dropna()
+    return alt.Scale(domain=[float(shown.min()), float(shown.max())]) if len(shown) else alt.Scale()
+
+
+def panelled(
+    data: pd.DataFrame, layers: Sequence[alt.Chart], order: Sequence[str], columns: int, y: YAxis, height: int
+) -> alt.ConcatChart:
+    """``layers`` drawn once per panel of ``order`` (the rows of ``data`` whose ``panel`` it is), ``columns`` a row,
+    titled by the panel. Each panel has its own x and y scales and its own zoom param (``zoom_<i>``, on its first
+    layer, bound to its scales), so scrolling or dragging one panel leaves the others' ranges as they are (one param
+    shared by the panels of a facet sets every panel to the range zoomed in one)."""
+    width = panel_width(columns, len(order))
+    charts = [
+        alt.LayerChart(
+            layer=[layers[0].add_params(y.zoom(f"zoom_{i}")), *layers[1:]],
+            transform=[alt.FilterTransform(alt.FieldEqualPredicate(field="panel", equal=name))],
+            title=alt.Title(name, fontSize=13, fontWeight="normal", anchor="middle"),
+            width=width,
+            height=height,
+        )
+        for i, name in enumerate(order)
+    ]  # built once each: Altair copies a chart on every method call, and a concat holds the data
+    return alt.ConcatChart(
+        concat=charts,
+        columns=columns,
+        resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="independent", y="independent")),
+        config=alt.Config(axisY=alt.AxisConfig(minExtent=Y_LABELS)),
+        data=data,
+    )
 
 
 def curves_chart(
@@ -171,10 +244,11 @@ def curves_chart(
     columns: int = 4,
     y: YAxis = YAxis(),
     panels: str = "metric",
-) -> alt.FacetChart:
-    """One panel per metric (or per metric and method; ``columns`` a row, each its own y range): raw lines faint,
-    smoothed lines over them, collapse onsets as dashed rules and diamonds; zoom and pan on x (and y with
-    ``y.zoom_y``), a log y axis with ``y.log``. ``curves`` needs ``smoothed`` (see smooth)."""
+) -> alt.ConcatChart:
+    """One panel per metric, a reward's per unit (or per metric and method; ``columns`` a row, each its own y range):
+    raw lines faint, smoothed lines over them, collapse onsets as dashed rules and diamonds; zoom and pan on x (and y
+    with ``y.zoom_y``), each panel on its own, a log y axis with ``y.log``. ``curves`` needs ``smoothed`` (see
+    smooth)."""
     field, title = X_FIELDS[x]
     data = curves.merge(labels, on="run_id")
     marks = onset_marks(events, curves).merge(labels, on="run_id")
@@ -187,7 +261,7 @@ def curves_chart(
         if labels["setting"].nunique() > 1
         else alt.value([1, 0])
     )
-    base = alt.Chart().encode(x=alt.X(f"{field}:Q", title=title), color=colour)
+    base = alt.Chart().encode(x=alt.X(f"{field}:Q", title=title, scale=steps(data[field])), color=colour)
     curve, onset = alt.datum.kind == "curve", alt.datum.kind == "onset"
     tips = [
         alt.Tooltip("label:N", title="run"),
@@ -215,11 +289,7 @@ def curves_chart(
         .mark_point(shape="diamond", size=130, filled=True, stroke="white", opacity=1, clip=True)
         .encode(y=smoothed, tooltip=["label:N", "rule:N", "step:Q", "detail:N"])
     )
-    layers = alt.layer(raw.add_params(y.zoom()), line, hover, rule, diamond).properties(
-        width=panel_width(columns, len(order)), height=230
-    )
-    facet = alt.Facet("panel:N", sort=order, title=None, header=alt.Header(labelFontSize=13))
-    return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
+    return panelled(both, [raw, line, hover, rule, diamond], order, columns, y, 230)
 
 
 def _kept(chart: alt.Chart, y: YAxis, field: str) -> alt.Chart:
@@ -264,19 +334,20 @@ def coinciding(evals: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
 CURVE = ["step", "value", "ci_low", "ci_high"]  # what makes two runs' evaluation curves the same
 
 
-def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4, y: YAxis = YAxis()) -> alt.FacetChart:
-    """Evaluation by checkpoint step: one facet per benchmark and metric, a line per run with its bootstrap interval
+def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4, y: YAxis = YAxis()) -> alt.ConcatChart:
+    """Evaluation by checkpoint step: one panel per benchmark and metric, a line per run with its bootstrap interval
     as a band (drawn once, with a note "N runs coincide", where runs have the same curve); zoom and pan on x (drag,
-    scroll)."""
+    scroll), each panel on its own."""
     data = evals.merge(labels, on="run_id").assign(facet=lambda d: d["benchmark"] + " " + d["metric"])
     same = coinciding(evals, labels)
     hidden = {(f, r) for f, d, ids in same[["facet", "drawn", "run_ids"]].values for r in ids if r != d}
     data["band"] = [(f, r) not in hidden for f, r in zip(data["facet"], data["run_id"], strict=True)]
     notes = same.assign(kind="note", note=same["runs"].astype(str) + " runs coincide")[["facet", "kind", "note"]]
     both = pd.concat([data.assign(kind="eval"), notes], ignore_index=True)
+    both["panel"] = both["facet"]
     colour = _colour(labels)
     scale = y.scale()
-    base = alt.Chart().encode(x=alt.X("step:Q", title="checkpoint step"), color=colour)
+    base = alt.Chart().encode(x=alt.X("step:Q", title="checkpoint step", scale=steps(data["step"])), color=colour)
     is_eval = alt.datum.kind == "eval"
     band = (
         _kept(base.transform_filter(is_eval & alt.datum.band), y, "ci_low")
@@ -297,10 +368,7 @@ def eval_chart(evals: pd.DataFrame, labels: pd.DataFrame, columns: int = 4, y: Y
         .mark_text(align="left", baseline="top", fontSize=12, fontWeight="bold", dx=4, dy=4)
         .encode(x=alt.value(0), y=alt.value(0), text="note:N", color=alt.value("#888888"))
     )
-    width = panel_width(columns, data["facet"].nunique())
-    layers = alt.layer(band, line, note).add_params(y.zoom()).properties(width=width, height=200)
-    facet = alt.Facet("facet:N", title=None, header=alt.Header(labelFontSize=13))
-    return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
+    return panelled(both, [band, line, note], sorted(data["facet"].unique()), columns, y, 200)
 
 
 GROUPS = {"method": "method", "base model": "base_model", "dataset": "dataset"}
@@ -314,7 +382,8 @@ def group_bands(
 ) -> pd.DataFrame:
     """Per group (the runs' ``by`` column), metric and step: the mean of ``y`` over the group's runs and its band,
     min to max or the mean ± the sample standard deviation (the spread across seeds when a cell has several runs;
-    0 for a single run). Columns: group, metric, step, mean, low, high, runs.
+    0 for a single run); a reward metric's runs apart per unit (see with_unit: a group of methods rewarding in nats
+    and in 0/1 gets a band of each). Columns: group, unit, metric, step, mean, low, high, runs.
 
     >>> c = pd.DataFrame({"run_id": ["a", "b", "c"], "metric": "m", "step": 1, "smoothed": [1.0, 2.0, 6.0]})
     >>> r = pd.DataFrame({"run_id": ["a", "b", "c"], "method": "x"})
@@ -325,13 +394,20 @@ def group_bands(
     """
     if band not in BANDS:
         raise ValueError(f"band={band!r}: one of {', '.join(BANDS)}")
-    data = curves.merge(runs[["run_id", by]], on="run_id").rename(columns={by: "group"})
-    stats = data.groupby(["group", "metric", "step"], sort=True)[y].agg(["mean", "min", "max", "std", "count"])
+    data = _grouped(curves, runs, by)
+    stats = data.groupby(["group", "unit", "metric", "step"], sort=True)[y].agg(["mean", "min", "max", "std", "count"])
     if band == "mean ± std":
         spread = stats["std"].fillna(0.0)
         stats["min"], stats["max"] = stats["mean"] - spread, stats["mean"] + spread
     stats = stats.drop(columns="std")
     return stats.rename(columns={"min": "low", "max": "high", "count": "runs"}).reset_index()
+
+
+def _grouped(curves: pd.DataFrame, runs: pd.DataFrame, by: str) -> pd.DataFrame:
+    """``curves`` with ``group`` (each run's ``by``) and ``unit`` (see with_unit)."""
+    columns = list(dict.fromkeys(["method", by]))
+    merged = with_unit(curves.merge(runs[["run_id", *columns]], on="run_id"))
+    return merged.assign(group=merged[by]).drop(columns=columns)
 
 
 def grouped_chart(
@@ -343,18 +419,19 @@ def grouped_chart(
     columns: int = 4,
     y: YAxis = YAxis(),
     panels: str = "metric",
-) -> alt.FacetChart:
-    """One panel per metric (or per metric and group): each group's mean line over its min-max band, the single runs
-    faint behind; a legend of the groups only (readable however many runs), zoom and pan on x (and y)."""
+) -> alt.ConcatChart:
+    """One panel per metric, a reward's per unit (or per metric and group): each group's mean line over its min-max
+    band, the single runs faint behind; a legend of the groups only (readable however many runs), zoom and pan on x
+    (and y), each panel on its own. ``bands`` from group_bands."""
     groups = list(dict.fromkeys(bands["group"]))
     coloured = by == "method"
     scale = alt.Scale(domain=groups, range=[method_colour(g) for g in groups]) if coloured else alt.Scale()
     colour = alt.Color("group:N", title=by, scale=scale, legend=legend(by))
-    faint = curves.merge(runs[["run_id", by]], on="run_id").rename(columns={by: "group"})
+    faint = _grouped(curves, runs, by)
     both, order = with_panels(
         pd.concat([bands.assign(kind="band"), faint.assign(kind="run")], ignore_index=True), metrics, panels, "group"
     )
-    base = alt.Chart().encode(x=alt.X("step:Q", title="step"), color=colour)
+    base = alt.Chart().encode(x=alt.X("step:Q", title="step", scale=steps(both["step"])), color=colour)
     is_band, is_run = alt.datum.kind == "band", alt.datum.kind == "run"
     yscale = y.scale()
     single = _faint_lines(base.transform_filter(is_run), y, "smoothed", 0.12, "run_id:N")
@@ -371,10 +448,4 @@ def grouped_chart(
             tooltip=["group:N", "step:Q", alt.Tooltip("mean:Q", format=".4f"), "low:Q", "high:Q", "runs:Q"],
         )
     )
-    layers = (
-        alt.layer(single, area, mean)
-        .add_params(y.zoom())
-        .properties(width=panel_width(columns, len(order)), height=230)
-    )
-    facet = alt.Facet("panel:N", sort=order, title=None, header=alt.Header(labelFontSize=13))
-    return alt.FacetChart(data=both, spec=layers, facet=facet, columns=columns).resolve_scale(y="independent")
+    return panelled(both, [single, area, mean], order, columns, y, 230)

@@ -1,5 +1,6 @@
-"""Training curves: runs chosen by method / base model / dataset compared side by side, one facet per metric,
-EMA-smoothed over the faint raw curves, coloured by method, collapse onsets marked and listed."""
+"""Training curves: runs chosen by method / base model / dataset compared side by side, one panel per metric (a
+reward's panel per unit), EMA-smoothed over the faint raw curves, coloured by method, collapse onsets marked and
+listed; each panel zooms on its own."""
 
 from __future__ import annotations
 
@@ -138,8 +139,8 @@ def training_view(chosen: pd.DataFrame, rules: CollapseRules, choices: dict[str,
         field = GROUPS[choices["group"]]
         bands = group_bands(curves, chosen, field, band=choices["band"])
         st.caption(
-            f"{len(chosen)} runs in {bands['group'].nunique()} groups by {choices['group']}; drag or scroll a chart "
-            "to zoom."
+            f"{len(chosen)} runs in {bands['group'].nunique()} groups by {choices['group']}; drag or scroll a panel "
+            "to zoom it."
         )
         chart = grouped_chart(bands, curves, chosen, field, metrics, columns, y, panels)
     else:
@@ -216,8 +217,8 @@ panels = panel_column.selectbox(
     list(PANELS),
     key="panels",
     bind="query-params",
-    help="metric and method: each method's curves in a panel of their own, with its own y range (a Self-Certainty "
-    "reward near 13 no longer flattens the 0/1 rewards)",
+    help="every panel has its own y range, and a reward gets a panel per unit (Self-Certainty's nats, Entropy's "
+    "-nats, the others' 0/1); metric and method: each method's curves in panels of their own",
 )
 rules = rules_from_sidebar()
 if chosen.empty or not metrics:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from corewarding.results.ingest import ingest
 from dashboard.common import METHOD_COLOURS
+from tests.dashboard.test_browser_panels import wheel_until
 from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server
 
@@ -81,27 +82,23 @@ def _log_scale_kept_across_a_reload(page: Any, url: str, shots: Path) -> None:
     shoot(page, shots, "curves-log-scale")
 
 
+FIRST_Y = f'{CHART} g.concat_0_group g[aria-label^="Y-axis"]'  # the first panel's y axis
+
+
 def _y_ticks(page: Any) -> list[str]:
-    ticks = page.locator(f'{CHART} g[aria-label^="Y-axis"] g.role-axis-label text')
+    ticks = page.locator(f"{FIRST_Y} g.role-axis-label text")
     return [str(ticks.nth(i).text_content()) for i in range(ticks.count())]
 
 
 def _zoom_y(page: Any, url: str) -> None:
     """With "Zoom y too", scrolling over a panel zooms its values (its y axis's ticks change), not only the steps."""
     _open(page, f"{url}/curves?zoom_y=true&metrics=reward_mean", "Training curves")
-    axis = page.locator(f'{CHART} g[aria-label^="Y-axis"]').first
+    axis = page.locator(FIRST_Y)
     axis.wait_for(timeout=WAIT)
     before = _y_ticks(page)
-    box = axis.bounding_box()
-    page.mouse.move(box["x"] + box["width"] + 80, box["y"] + box["height"] / 2)
-    page.mouse.wheel(0, -400)
-    page.wait_for_function(
-        """(before) => JSON.stringify([...document.querySelectorAll(
-            '[data-testid="stVegaLiteChart"] g[aria-label^="Y-axis"] g.role-axis-label text')].map(t => t.textContent))
-            !== before""",
-        arg=json.dumps(before, separators=(",", ":")),
-        timeout=WAIT,
-    )
+    changed = f"""(before) => JSON.stringify([...document.querySelectorAll(
+        '{FIRST_Y} g.role-axis-label text')].map(t => t.textContent)) !== before"""
+    wheel_until(page, axis.bounding_box(), changed, json.dumps(before, separators=(",", ":")))
     after = _y_ticks(page)
     assert float(after[-1]) - float(after[0]) < float(before[-1]) - float(before[0]), (before, after)  # zoomed in
 

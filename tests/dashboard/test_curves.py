@@ -1,4 +1,4 @@
-"""The Training curves page: runs chosen by facets, one chart with a facet per metric, EMA smoothing, wall time,
+"""The Training curves page: runs chosen by facets, one chart with a panel per metric, EMA smoothing, wall time,
 method colours, full legend labels and collapse onsets; and the chart's pure helpers on hand-made frames."""
 
 from __future__ import annotations
@@ -13,6 +13,14 @@ from dashboard.curves_chart import ema, onset_marks, run_labels, smooth
 from tests.dashboard.test_pages import chart, render
 
 DEFAULTS = {"val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"}
+DEFAULT_PANELS = [
+    "val_accuracy",
+    "reward_mean (0/1)",
+    "reward_mean (nats)",
+    "reward_mean (-nats)",
+    "label_accuracy",
+    "response_length_mean",
+]
 
 
 def test_curves_page_compares_the_methods_of_one_setting(app: AppTest) -> None:
@@ -25,8 +33,9 @@ def test_curves_page_compares_the_methods_of_one_setting(app: AppTest) -> None:
     assert app.multiselect(key="methods").value == list(METHOD_COLOURS)[:6]  # every method, in palette order
     assert len(app.get("vega_lite_chart")) == 1
     spec, data = chart(app)
-    assert spec["facet"]["field"] == "panel" and spec["columns"] == 4 and set(data["metric"]) == DEFAULTS
-    colour = spec["spec"]["layer"][1]["encoding"]["color"]
+    assert spec["columns"] == 4 and set(data["metric"]) == DEFAULTS
+    assert [panel["title"]["text"] for panel in spec["concat"]] == DEFAULT_PANELS  # a reward's panel per unit
+    colour = spec["concat"][0]["layer"][1]["encoding"]["color"]
     labels = colour["scale"]["domain"]
     assert colour["legend"]["labelLimit"] == 0 and len(labels) == 6
     assert labels[1] == "majority_voting · qwen2.5-3b · math"  # the full label, never cut
@@ -42,7 +51,7 @@ def test_curves_page_compares_the_methods_of_one_setting(app: AppTest) -> None:
     app.slider(key="ema").set_value(0.0)
     app.radio(key="x_axis").set_value("wall time").run()
     spec, data = chart(app)
-    assert spec["spec"]["layer"][0]["encoding"]["x"]["field"] == "wall_hours"
+    assert spec["concat"][0]["layer"][0]["encoding"]["x"]["field"] == "wall_hours"
     curves = data[data["kind"] == "curve"]
     assert np.allclose(curves["smoothed"], curves["value"])
     gt = curves[(curves["label"] == "gt_grpo · qwen2.5-3b · math") & (curves["metric"] == "reward_mean")]
@@ -51,8 +60,8 @@ def test_curves_page_compares_the_methods_of_one_setting(app: AppTest) -> None:
     app.multiselect(key="base_models").set_value(["qwen2.5-3b", "qwen2.5-7b"])
     app.multiselect(key="methods").set_value(["gt_grpo", "entropy"]).run()
     spec, data = chart(app)
-    assert len(spec["spec"]["layer"][1]["encoding"]["color"]["scale"]["domain"]) == 4
-    assert spec["spec"]["layer"][1]["encoding"]["strokeDash"]["field"] == "setting"  # model · data told apart
+    assert len(spec["concat"][0]["layer"][1]["encoding"]["color"]["scale"]["domain"]) == 4
+    assert spec["concat"][0]["layer"][1]["encoding"]["strokeDash"]["field"] == "setting"  # model · data told apart
     app.radio(key="scope").set_value("all runs").run()
     everything = app.dataframe[0].value
     assert set(everything.loc[everything["run_id"].str.startswith("entropy"), "rule"]) >= {"length_at_cap"}

@@ -15,7 +15,11 @@ PNG, SVG = b"\x89PNG\r\n\x1a\n", b"<svg"
 
 
 def _layers(spec: dict) -> list[dict]:
-    return list(spec["spec"]["layer"])
+    return list(spec["concat"][0]["layer"])
+
+
+def _panels(spec: dict) -> list[str]:
+    return [panel["title"]["text"] for panel in spec["concat"]]
 
 
 def test_axis_choices_come_from_the_url_and_reach_the_chart(app: AppTest) -> None:
@@ -30,15 +34,23 @@ def test_axis_choices_come_from_the_url_and_reach_the_chart(app: AppTest) -> Non
     zoom = spec["params"][0]
     assert zoom["select"]["encodings"] == ["x", "y"] and zoom["bind"] == "scales"
     assert spec["resolve"]["scale"]["y"] == "independent"  # every panel its own range
-    panels = spec["facet"]["sort"]
+    panels = _panels(spec)
     assert panels[:2] == ["val_accuracy · gt_grpo", "val_accuracy · majority_voting"], panels
+    assert "reward_mean (nats) · self_certainty" in panels and "reward_mean (0/1) · gt_grpo" in panels
     assert set(data.loc[data["kind"] == "curve", "panel"]) == set(panels) and len(panels) == 4 * 6
 
     app.toggle(key="log_y").set_value(False)
     app.selectbox(key="panels").set_value("metric").run()
     spec, _ = chart(app)
     assert _layers(spec)[1]["encoding"]["y"]["scale"]["type"] == "linear"
-    assert spec["facet"]["sort"] == ["val_accuracy", "reward_mean", "label_accuracy", "response_length_mean"]
+    assert _panels(spec) == [
+        "val_accuracy",
+        "reward_mean (0/1)",
+        "reward_mean (nats)",
+        "reward_mean (-nats)",
+        "label_accuracy",
+        "response_length_mean",
+    ]
 
 
 def test_the_run_page_has_the_same_axis_choices_and_exports(app: AppTest) -> None:
@@ -110,5 +122,5 @@ def test_a_chart_exports_as_png_and_svg_and_its_legend_swatches_are_opaque_strok
     assert svg.startswith(SVG) and b"reward_mean" in svg
     with pytest.raises(ValueError, match="export format 'pdf'"):
         export(made, "pdf")
-    legend = made.to_dict()["spec"]["layer"][1]["encoding"]["color"]["legend"]
+    legend = _layers(made.to_dict())[1]["encoding"]["color"]["legend"]
     assert (legend["symbolType"], legend["symbolOpacity"], legend["symbolStrokeWidth"]) == ("stroke", 1, 4)
