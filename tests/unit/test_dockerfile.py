@@ -70,7 +70,10 @@ def test_torch_is_what_the_vllm_wheel_requires_and_what_ci_runs(args: dict[str, 
                       ("torchaudio", "TORCHAUDIO_VERSION")):  # fmt: skip
         assert wheel[name].specifier == gpu[name].specifier == SpecifierSet(f"=={args[arg]}"), name
     makefile = (ROOT / "Makefile").read_text()
-    assert set(re.findall(r"pip install -q torch==(\S+)", makefile)) == {args["TORCH_VERSION"]}  # both venvs
+    assert re.findall(r"^TORCH := torch==(\S+)", makefile, re.M) == [args["TORCH_VERSION"]]  # what `make lock` pins
+    for lock in ("requirements.lock", "requirements-verl-e2e.lock"):  # both venvs install its CPU build from their lock
+        pins = re.findall(r"^torch==(\S+) ", (ROOT / lock).read_text(), re.M)
+        assert pins == [f"{args['TORCH_VERSION']}+cpu"], lock
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     transformers = next(Requirement(r) for r in project["dependencies"] if r.startswith("transformers"))
     verl_transformers = next(Requirement(r) for r in requires("verl") or [] if Requirement(r).name == "transformers"
