@@ -72,11 +72,13 @@ def pipeline(
         report.data_stages = all_data_stages(plans)
         groups = [(list(stages), cell_ids) for stages, cell_ids in data_groups(plans).items()]
         data_failed = tasks.reproduce_data(groups, settings.results_db, settings.data_dir)
+        tasks.alert_data_failures(data_failed, settings)
     ready = [p for p in plans if p.cell_id not in data_failed]
     if store_url and ready and {"train", "evaluate"} & set(settings.steps):
         tasks.share_data(store_url, [str(path) for path in sharing.shared_paths(ready)])
     done = fanout.run_on_pool(ready, settings, store_url) if settings.work_pool else _run_here(ready, settings)
     report.cells = fanout.in_plan_order(plans, done, data_failed, settings.steps)
+    tasks.alert_claim_changes(settings)
     if should_record(settings, Path.cwd()):
         tasks.record_dvc(plans, settings, report)
     return tasks.finish(report)

@@ -7,6 +7,7 @@ cached by Prefect: every step decides itself whether its work is already done.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,15 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 
+from corewarding.pipeline import alerts, dvc, steps
 from corewarding.pipeline import audit as audits
-from corewarding.pipeline import dvc, steps
 from corewarding.pipeline.cells import CellPlan, Selection, plan_cell, plan_cells
 from corewarding.pipeline.jobs import CellJob
 from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, io_retries
 from corewarding.pipeline.store import sharing
+
+log = logging.getLogger(__name__)
 
 
 def _retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -130,9 +133,50 @@ def outcome(state: State[Any]) -> tuple[str, Any, str | None]:
 def ingest_cell(report: CellReport, plan: CellPlan, settings: PipelineSettings) -> None:
     """Ingest a finished cell into the DuckDB store (the parent is its one writer), unless it failed (a failed audit
     is ingested: its record names the Hub failure); then record the attempt, finished or failed with why, so a failed
-    one is never covered by the cell's older run."""
-    if "ingest" not in settings.steps:
+    one is never covered by the cell's older run. Then the alerts: the cell's failure, and each collapse flag its
+    ingest recorded first."""
+    flags = _ingest(report, plan, settings) if "ingest" in settings.steps else []
+    alerter = alerts.Alerter.from_settings(settings)
+    if report.failed:
+        alerter.send(alerts.cell_failed(report.cell_id, report.error, report.attempt))
+    for flag in flags:
+        alerter.send(alerts.collapsed(flag))
+
+
+def alert_data_failures(failed: dict[str, str], settings: PipelineSettings) -> None:
+    """One alert per cell whose data stages failed (cell id -> error): those cells run no further step."""
+    alerter = alerts.Alerter.from_settings(settings)
+    for cell_id, error in failed.items():
+        alerter.send(alerts.cell_failed(cell_id, f"data: {error}"))
+
+
+@task(name="check-claims", cache_policy=NO_CACHE, retry_condition_fn=_retry_if_transient)
+def check_claims(db: Path, claims_file: Path) -> list[dict[str, Any]]:
+    """The claims checked on the store and their verdicts recorded; returns those that changed."""
+    from corewarding.results.claim_history import check_claims as check  # duckdb: imported when used
+
+    return [change.to_dict() for change in check(db, claims_file)]
+
+
+def alert_claim_changes(settings: PipelineSettings) -> None:
+    """After the cells are ingested: one alert per claim whose verdict changed. Only with claim alerts on (it reads
+    every claim's cells); a check that fails is a warning, never a failed run."""
+    alerter = alerts.Alerter.from_settings(settings)
+    if "ingest" not in settings.steps or not alerter.wants(alerts.CLAIM_CHANGED) or settings.claims_file is None:
         return
+    state = check_claims.with_options(**io_retries(settings))(settings.results_db, settings.claims_file,
+                                                              return_state=True)  # fmt: skip
+    status, changes, error = outcome(state)
+    if status == "failed":
+        log.warning("claims not checked, no claim alerts sent: %s", error)
+        return
+    for change in changes or []:
+        alerter.send(alerts.claim_changed(change))
+
+
+def _ingest(report: CellReport, plan: CellPlan, settings: PipelineSettings) -> list[dict[str, Any]]:
+    """``ingest_cell``'s store work; returns the collapse flags the ingest recorded first."""
+    flags: list[dict[str, Any]] = []
     audit_only = [step for step, status in report.steps.items() if status == "failed"] == [audits.AUDIT_STEP]
     if report.failed and not audit_only:  # a failed audit is ingested: the store lists why it was not audited
         report.record("ingest", "not run")
@@ -140,14 +184,16 @@ def ingest_cell(report: CellReport, plan: CellPlan, settings: PipelineSettings) 
         state = ingest.with_options(task_run_name=f"ingest {plan.cell_id}", **io_retries(settings))(
             plan.matrix.name, plan.cell_id, list(plan.overrides), settings.results_db, return_state=True
         )
-        status, _, error = outcome(state)
+        status, result, error = outcome(state)
         report.record("ingest", status, error)
+        flags = list(result.get("collapses") or []) if isinstance(result, dict) else []
     failed = report.failed and not (audit_only and report.steps.get("ingest") != "failed")  # an audit alone: finished
     try:
         steps.record_attempt(plan, settings.results_db, report.error if failed else None, report.attempt,
                              report.flow_run_id)  # fmt: skip
     except Exception as exc:  # the store is busy, full or damaged: the attempt's failure is what the report shows
         report.record("ingest", "failed", f"recording the attempt: {steps.failure_text(exc)}")
+    return flags
 
 
 def record_dvc(plans: list[CellPlan], settings: PipelineSettings, report: PipelineReport) -> None:

@@ -1,6 +1,7 @@
 """Typed schemas of the config sections: the training config's (``configs/config.yaml``: grpo, optimizer, schedule,
-vote, verl, and a method's EMA teacher), the pipeline's cell runs and shared store (``configs/pipeline.yaml``) and the
-evaluation's checker and intervals (``configs/eval.yaml``); each field carries its type, its range and a one-line doc.
+vote, verl, and a method's EMA teacher), the pipeline's cell runs, shared store and alerts (``configs/pipeline.yaml``)
+and the evaluation's checker and intervals (``configs/eval.yaml``); each field carries its type, its range and a
+one-line doc.
 
 ``typed(Schema, cfg.section, "section")`` reads a composed section into a frozen dataclass, or raises ConfigError
 with one line naming the key (``optimizer.lr=inf: must be finite and > 0``); a key the schema does not know is an
@@ -210,6 +211,28 @@ class StoreConfig:
     def configured(self) -> bool:
         """Whether a store is named (an empty string means none, as null does)."""
         return bool(self.url or self.dvc_remote)
+
+
+ALERT_EVENTS = ("cell_failed", "collapse", "claim_changed")
+_BLOCK_NAME = re.compile(r"(?:[a-z0-9-]+/)?[a-z0-9-]+")  # Prefect's rule for block type slugs and document names
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    """``alerts`` (configs/pipeline.yaml): a message through a Prefect notification block for each failed cell, new
+    collapse flag or changed claim verdict (docs/orchestration.md#alerts)."""
+
+    block: str | None = setting(
+        "the notification block (null or empty: no alerts)",
+        Rule(lambda v: not v or bool(_BLOCK_NAME.fullmatch(v)),
+             "<block-type-slug>/<block-name> or a block's name (lowercase letters, digits, dashes; never a URL), "
+             "or null"),
+    )  # fmt: skip
+    events: tuple[str, ...] = setting(
+        "what sends a message",
+        Rule(lambda v: all(e in ALERT_EVENTS for e in v), f"a list of {', '.join(ALERT_EVENTS)}"),
+    )
+    claims_file: str | None = setting("the claims whose verdicts are watched (null: configs/claims.yaml)")
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from corewarding.config import ConfigError, compose_config
+from corewarding.config import ConfigError, compose_config, config_dir
 from corewarding.pipeline.cells import Selection
 from corewarding.pipeline.dvc import is_dvc_repo
 from corewarding.results.store import default_db
-from corewarding.schemas import CellsConfig, StoreConfig, typed
+from corewarding.schemas import ALERT_EVENTS, AlertsConfig, CellsConfig, StoreConfig, typed
 
 STEPS = ("data", "train", "evaluate", "ingest", "publish", "audit")
 
@@ -45,6 +45,9 @@ class PipelineSettings:
     record_dvc: bool
     params_file: Path
     audit_benchmarks: str | None = None  # the audit step's benchmarks; None: the matrix's evaluation benchmarks
+    alerts_block: str | None = None  # the Prefect notification block alerts go through; None: no alerts
+    alert_events: tuple[str, ...] = ALERT_EVENTS
+    claims_file: Path | None = None  # the claims whose verdict changes are sent; None: configs/claims.yaml
 
 
 def _strings(value: object, key: str) -> tuple[str, ...]:
@@ -88,6 +91,7 @@ def load_settings(
     if unknown or not chosen_steps:
         raise ConfigError(f"steps={list(chosen_steps)}: each must be one of {', '.join(STEPS)}")
     cell_runs, store = typed(CellsConfig, cfg.cells, "cells"), typed(StoreConfig, cfg.store, "store")
+    alerts = typed(AlertsConfig, cfg.alerts, "alerts")
     if str(cfg.publish.steps) not in ("last", "all"):
         raise ConfigError(f"publish.steps={cfg.publish.steps!r}: must be last or all")
     train_overrides = _strings(overrides, "overrides")
@@ -133,6 +137,9 @@ def load_settings(
         record_dvc=bool(cfg.dvc.record),
         params_file=Path(str(cfg.dvc.params_file)),
         audit_benchmarks=_optional(cfg.audit.benchmarks),
+        alerts_block=_optional(alerts.block),
+        alert_events=alerts.events,
+        claims_file=Path(alerts.claims_file) if alerts.claims_file else config_dir() / "claims.yaml",
     )
 
 

@@ -176,7 +176,8 @@ def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
 
     summary = ingest(db, run_dirs=[plan.run_dir])
     status = "done" if summary.changed else "skipped"  # skipped: every file was ingested before, unchanged
-    return StepResult(plan.cell_id, "ingest", status, {"db": str(db), "rows": summary.rows})
+    flags = [flag.to_dict() for flag in summary.collapses]  # recorded first by this ingest: the pipeline's alerts
+    return StepResult(plan.cell_id, "ingest", status, {"db": str(db), "rows": summary.rows, "collapses": flags})
 
 
 def record_attempt(plan: CellPlan, db: Path, error: str | None, attempt: str | None, flow_run_id: str | None) -> None:

@@ -25,6 +25,7 @@ import pandas as pd
 from corewarding import run_folder
 from corewarding.files import disk_full, file_sha256
 from corewarding.results import evaluation, quality, reference, released, runs
+from corewarding.results.collapse_flags import CollapseFlag, flag_collapses
 from corewarding.results.store import default_db, first_line, writer
 from corewarding.run_folder import AUDIT_RECORD, released_dir
 
@@ -45,6 +46,7 @@ class IngestSummary:
     unchanged: int = 0
     rows: dict[str, int] = field(default_factory=dict)
     duplicates: list[str] = field(default_factory=list)  # run folders skipped: a copy of a run ingested from elsewhere
+    collapses: list[CollapseFlag] = field(default_factory=list)  # collapse flags this ingest recorded first
 
     def add(self, table: str, count: int) -> None:
         self.rows[table] = self.rows.get(table, 0) + count
@@ -58,6 +60,7 @@ class IngestSummary:
             "unchanged": self.unchanged,
             "duplicates_skipped": len(self.duplicates),
             "rows": self.rows,
+            "new_collapse_flags": [flag.to_dict() for flag in self.collapses],
         }
 
 
@@ -158,7 +161,7 @@ def ingest_run(
     summary.runs += 1
 
 
-RUN_TABLES = (*(table for _, table in RUN_SOURCES.values()), "run_phase_hours", "runs")
+RUN_TABLES = (*(table for _, table in RUN_SOURCES.values()), "run_phase_hours", "collapse_flags", "runs")
 
 RELEASED_COLUMNS = (
     "run_id", "cell_id", "method", "base_model", "dataset", "hub_repo_id", "revision", "status", "error",
@@ -365,8 +368,10 @@ def _ingest_all(
 ) -> IngestSummary:
     summary = IngestSummary()
     ensure_reference(con, summary)
-    for info in unique_runs(con, infos, summary):
+    taken = unique_runs(con, infos, summary)
+    for info in taken:
         ingest_run(con, info.run_dir, summary, info)
+    summary.collapses = flag_collapses(con, [info.run_id for info in taken])  # news once (collapse_flags.py)
     for record, folder in audits:
         ingest_released(con, record, folder, summary)
     ingest_reports(con, reports, summary)
@@ -411,11 +416,13 @@ def ingest(
             "it reads). The store keeps its previous rows: free some space and run it again"
         ) from None
     log.info(
-        "ingested %d run(s), %d released checkpoint(s), %d report(s), skipped %d copied run folder(s): %s",
+        "ingested %d run(s), %d released checkpoint(s), %d report(s), skipped %d copied run folder(s), %d new "
+        "collapse flag(s): %s",
         summary.runs,
         summary.released,
         summary.reports,
         len(summary.duplicates),
+        len(summary.collapses),
         summary.rows,
     )
     return summary

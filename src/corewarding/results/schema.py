@@ -128,8 +128,21 @@ _V8 = [
     "DELETE FROM sources WHERE kind = 'eval_samples'",
 ]
 
+# v9: what the alerts compare with (docs/orchestration.md#alerts). ``collapse_flags``: each collapse rule that fires
+# on a run, recorded by the ingest that first sees it (one row per run and rule; gone when the rule no longer fires, as
+# after a replaced metrics file); ``claim_verdicts``: each claim's verdict under a checker, one row per change, the
+# newest row the verdict now (the pipeline's claims check appends a row only when the verdict differs from it).
+_V9 = [
+    """CREATE TABLE collapse_flags (
+        run_id VARCHAR NOT NULL, cell_id VARCHAR NOT NULL, rule VARCHAR NOT NULL, step INTEGER, detail VARCHAR,
+        flagged_at TIMESTAMP NOT NULL, PRIMARY KEY (run_id, rule))""",
+    """CREATE TABLE claim_verdicts (
+        claim_id VARCHAR NOT NULL, checker VARCHAR NOT NULL, verdict VARCHAR NOT NULL, effect DOUBLE, low DOUBLE,
+        high DOUBLE, note VARCHAR, recorded_at TIMESTAMP NOT NULL)""",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
