@@ -7,6 +7,7 @@ neither Hydra nor DuckDB nor Prefect, and the lazily built parser says exactly w
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -123,6 +124,8 @@ def test_the_top_help_exits_0_and_lists_every_command_and_group(tmp_path: Path) 
         (["rewards", "--help"], 0),
         (["rewards", "score", "--help"], 0),
         (["rewards", "score", "--method", "gt_grpo"], 2),  # no --input, --output
+        (["audit", "--help"], 0),
+        (["audit", "--generation", "tpu"], 2),
     ],
 )
 def test_help_and_argument_errors_load_no_heavy_library(tmp_path: Path, args: list[str], code: int) -> None:
@@ -169,3 +172,17 @@ def test_the_lazy_parser_says_what_the_whole_one_says(capsys: pytest.CaptureFixt
             with pytest.raises(SystemExit) as eager:
                 build_parser().parse_args(wrong)
             assert (lazy.value.code, lazy_err) == (eager.value.code, capsys.readouterr().err), wrong
+
+
+def test_every_lazy_handler_names_a_function_that_exists() -> None:
+    """A handler imported when its command runs (cli/lazy.py) is resolved here for every command that has one, so a
+    misspelt module or function fails this test, not a user's first run of the command."""
+    targets = []
+    for path, parser in _paths(build_parser()):
+        func = parser.get_default("func")
+        target = getattr(func, "target", None)
+        if target:
+            module, _, name = target.partition(":")
+            assert callable(getattr(importlib.import_module(module), name, None)), (path, target)
+            targets.append(target)
+    assert "corewarding.cli.audit_run:audit" in targets
