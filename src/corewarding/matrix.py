@@ -205,6 +205,7 @@ def load_matrix(name: str = "paper") -> Matrix:
     default_seeds = _seeds(path, "seeds", raw.get("seeds", 1))
     select = _section(path, raw, "select", {"methods", "base_models", "datasets"})
     cells: list[Cell] = []
+    checked: set[tuple[str, str]] = set()  # each option file read once, not once per cell naming it
     for i, entry in enumerate(raw.get("cells") or []):
         missing = {"method", "base_model", "dataset"} - set(entry)
         if missing:
@@ -214,7 +215,9 @@ def load_matrix(name: str = "paper") -> Matrix:
         if not is_plain_name(cell.cell_id):
             raise ConfigError(f"{path}: cell {i} ({cell.cell_id!r}) is not a plain name ({PLAIN_NAME_RULE})")
         for group in ("method", "base_model", "dataset"):
-            load_group_option(group, getattr(cell, group))  # raises with the known options
+            if (group, getattr(cell, group)) not in checked:
+                load_group_option(group, getattr(cell, group))  # raises with the known options
+                checked.add((group, getattr(cell, group)))
         if not _selected(cell, select):
             continue
         seeds = _seeds(path, f"cells[{i}].seeds", entry.get("seeds", default_seeds))

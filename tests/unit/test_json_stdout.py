@@ -38,7 +38,7 @@ _PROBE = textwrap.dedent(
     argv = sys.argv[1:]
     if argv[0] == "--fake-flow":
         argv = argv[1:]
-        from corewarding.cli import audit, pipeline
+        from corewarding.cli import audit_run, pipeline
         from corewarding.pipeline.report import CellReport, PipelineReport
 
         def flow(**kwargs):
@@ -53,7 +53,7 @@ _PROBE = textwrap.dedent(
             yield "http://127.0.0.1:9/api"
 
         sys.modules["flows.pipeline"] = types.SimpleNamespace(pipeline=flow)
-        pipeline.prefect_api = audit.prefect_api = no_server
+        pipeline.prefect_api = audit_run.prefect_api = no_server
     sys.exit(main(argv))
     """
 )
@@ -72,8 +72,17 @@ def _matrix_list(tmp_path: Path) -> tuple[list[str], Callable[[Any], bool], int]
 
 def _dry_run(tmp_path: Path) -> tuple[list[str], Callable[[Any], bool], int]:
     args = ["pipeline", "run", "--dry-run", "--json", "--matrix", "demo", "--cell", "gt_grpo__tiny__tiny",
-            "--config", f"results_db={tmp_path / 'none.duckdb'}"]  # fmt: skip
-    return args, lambda doc: [c["cell_id"] for c in doc["cells"]] == ["gt_grpo__tiny__tiny"], 0
+            "--config", f"results_db={tmp_path / 'none.duckdb'}", "--gpus", "3"]  # fmt: skip
+
+    def expected(doc: Any) -> bool:  # the cell, its footnote defined, the totals' GPUs (a CPU cell: no wall time)
+        cells, total = doc["cells"], doc["total"]
+        return (
+            [c["cell_id"] for c in cells] == ["gt_grpo__tiny__tiny"] and list(doc["footnotes"]) == ["a"]
+            and cells[0]["footnote"] == "a"
+            and (total["gpus"], total["wall_hours"], total["eval_gpu_hours"]) == (3, None, 0.0)
+        )  # fmt: skip
+
+    return args, expected, 0
 
 
 def _run(tmp_path: Path) -> tuple[list[str], Callable[[Any], bool], int]:

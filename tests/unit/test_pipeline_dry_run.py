@@ -76,7 +76,9 @@ def workspace(tmp_path: Path) -> dict[str, Path]:
     return {"db": db, "data": data, "root": tmp_path}
 
 
-def _dry_run(ws: dict[str, Path], cells: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _dry_run(
+    ws: dict[str, Path], cells: list[str], env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """The real command in a fresh process, run from the checkout; reports whether Prefect was imported."""
     code = (
         "import sys; from corewarding.cli.main import main; rc = main(sys.argv[1:]); "
@@ -85,7 +87,8 @@ def _dry_run(ws: dict[str, Path], cells: list[str], env: dict[str, str] | None =
     args = [
         *("pipeline", "run", "--dry-run", "--json", "--matrix", MATRIX, "--cell", ",".join(cells)),
         *("--steps", "train,evaluate", "--config", f"results_db={ws['db']}", f"paths.data_dir={ws['data']}"),
-    ]
+        f"paths.runs_dir={ws['root'] / 'runs'}", *extra,
+    ]  # fmt: skip
     return subprocess.run(
         [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HOME": str(ws["root"] / "hf"), **(env or {})},
@@ -102,7 +105,7 @@ def _cells(done: subprocess.CompletedProcess) -> tuple[dict[str, dict], dict]:
 
 def test_measured_step_times_are_used_and_the_others_are_named_assumptions(workspace: dict[str, Path]) -> None:
     store_before, checkout_before = _tree(workspace["root"]), _tree(ROOT / "configs")
-    done = _dry_run(workspace, [MEASURED, SAME_MODEL, OTHER], env={"HF_TOKEN": ""})
+    done = _dry_run(workspace, [MEASURED, SAME_MODEL, OTHER], env={"HF_TOKEN": ""}, extra=("--gpus", "4"))
     assert done.returncode == 0, done.stderr
     cells, report = _cells(done)
 
@@ -156,8 +159,30 @@ def test_measured_step_times_are_used_and_the_others_are_named_assumptions(works
         (plan.gpu_gb, plan.host_gb, plan.disk_gb)
     )
     text = done.stderr  # --json: the table is on stderr, stdout is the JSON document alone
-    assert "generation 3,980 tokens/s per GPU: assumed, not measured (configs/audit.yaml" in text  # 16000 / 4.02
-    assert f"1 run(s) with measured step times in {workspace['db']}" in text
+    assert "  qwen3-4b-base " in text and "generation 3,980 tokens/s per GPU; " in text  # 16000 / 4.02
+    # each source once, below the table, keyed in the matrix's order: the assumed cell [a], the measured one [b],
+    # the scaled one [c]
+    assert [cells[c]["footnote"] for c in (OTHER, MEASURED, SAME_MODEL)] == ["a", "b", "c"]
+    assert "\n[a] train h: assumed step time, not measured: generation at configs/audit.yaml's assumed rate" in text
+    assert "\n[b] train h: step time measured: 3 steps of this cell; eval h: 1 checkpoints x 7 benchmarks" in text
+    assert "\n[c] train h: step time measured: 3 steps of qwen3-8b-base (gt_grpo/math), scaled" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+    # evaluation: 6 steps save one checkpoint (the last); the paper's seven benchmarks draw 16,031 samples from it
+    # (configs/audit.yaml's problem counts x each benchmark's n), half the 3,072-token budget each, at 16,000 / 4.02
+    # tokens per second per GPU for Qwen3-4B-Base
+    assert (other["eval_checkpoints"], other["eval_samples"]) == (1, 16031)
+    assert other["eval_gpu_hours"] == pytest.approx(16031 * 1536 / (16000 / 4.02) / 3600)
+    assert other["all_gpu_hours"] == pytest.approx(other["gpu_hours"] + other["eval_gpu_hours"])
+    # the wall time on 4 GPUs: the three 4-GPU cells one after another, each training then evaluating on one GPU
+    walls = [c["device_hours"] / 4 + c["eval_gpu_hours"] for c in cells.values()]
+    assert [c["wall_hours"] for c in cells.values()] == pytest.approx(walls)
+    total = report["total"]
+    assert total["gpus"] == 4 and total["wall_hours"] == round(sum(walls), 1)
+    joined = text.replace("\n    ", " ")  # the wrapped lines joined again
+    assert f"wall time on 4 GPUs (--gpus 4): about {total['wall_hours']:,.1f} h" in joined
+    assert f"+ {total['eval_gpu_hours']:,.1f} of evaluation = {total['all_gpu_hours']:,.1f} GPU-hours" in joined
+    assert f"1 run(s) with measured step times in {workspace['db']}" in joined
     # nothing written: the store and the data are byte for byte what they were, and so are the configs
     assert _tree(workspace["root"]) == store_before and _tree(ROOT / "configs") == checkout_before
     assert (
@@ -184,6 +209,17 @@ def test_missing_data_and_the_gated_model_are_listed(workspace: dict[str, Path])
     with_token = _dry_run(workspace, [LLAMA], env={"HF_TOKEN": "hf_test_not_a_real_token"})
     assert _cells(with_token)[1]["token"] is True and "a token is set" in with_token.stderr
     assert "hf_test_not_a_real_token" not in with_token.stdout + with_token.stderr
+
+
+def test_gpus_goes_with_the_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from corewarding.cli.main import main
+
+    assert main(["pipeline", "run", "--matrix", "demo", "--gpus", "4"]) == 2  # before any Prefect server starts
+    err = capsys.readouterr().err
+    assert err.startswith("error: --gpus goes with --dry-run") and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as usage:
+        main(["pipeline", "run", "--matrix", "demo", "--dry-run", "--gpus", "0"])
+    assert usage.value.code == 2 and "must be a whole number of at least 1" in capsys.readouterr().err
 
 
 def test_bad_input_is_one_line(workspace: dict[str, Path]) -> None:

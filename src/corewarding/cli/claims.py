@@ -25,7 +25,7 @@ def _cost(cell_ids: list[str], db: Path) -> float | None:
         plans = plan_cells(Selection(matrix=matrix, cells=tuple(cell_ids)))
     except (KeyError, ValueError):  # a cell of no shipped matrix: say so instead of guessing its cost
         return None
-    return round(sum(c.gpu_hours for c in dry_run(plans, db).cells), 1)
+    return round(sum(c.gpu_hours for c in dry_run(plans, db, evaluation=False).cells), 1)  # training's
 
 
 def _interval(row: dict[str, Any]) -> str:

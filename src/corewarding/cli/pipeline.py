@@ -11,7 +11,7 @@ from typing import Any
 
 from corewarding import CHECKOUT
 from corewarding.cli.output import print_json, stdout_to_stderr
-from corewarding.config import compose_config
+from corewarding.config import ConfigError, compose_config
 from corewarding.interrupts import Interrupted, interruptible, resume_hint
 from corewarding.matrix import load_matrix
 from corewarding.pipeline import steps
@@ -94,16 +94,20 @@ def _preflight(args: argparse.Namespace) -> Any:
 
 def _dry_run(args: argparse.Namespace) -> int:
     """``pipeline run --dry-run``: what the selected cells need and cost; nothing is started or written."""
-    from corewarding.pipeline.dry_run import as_json, dry_run, format_dry_run  # duckdb: imported when used
+    from corewarding.pipeline.dry_run import DEFAULT_GPUS, as_json, dry_run, format_dry_run  # duckdb: when used
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     with stdout_to_stderr(args.json):  # --json: the table on stderr, stdout the JSON document alone
         settings = load_settings(
-            args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides
-        )
-        plans = plan_cells(settings.selection, settings.overrides, labels=selection_labels(args))
-        run = dry_run(plans, settings.results_db)
-        print(format_dry_run(run))
+            args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
+            eval_overrides=args.eval_override,
+        )  # fmt: skip
+        plans = plan_cells(
+            settings.selection, settings.overrides, settings.eval_overrides, labels=selection_labels(args),
+            workers=None,  # as many processes as the cells and cores make worth it (compose_pool)
+        )  # fmt: skip
+        run = dry_run(plans, settings.results_db, args.gpus or DEFAULT_GPUS)
+        print(format_dry_run(run, default_gpus=args.gpus is None))
     if args.json:
         print_json(as_json(run))
     return 0
@@ -112,6 +116,8 @@ def _dry_run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args)
+    if args.gpus is not None:
+        raise ConfigError("--gpus goes with --dry-run: the GPUs its wall time is for (a run uses its workers' GPUs)")
     try:
         with interruptible():  # from the start: a signal during the preflight also ends in one line and 130/143
             with stdout_to_stderr(args.json):  # --json: the report's table and the rest on stderr
@@ -282,6 +288,10 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--dry-run", action="store_true",
         help="print what the cells need and cost (GPUs, GPU-hours, memory, disk, missing data, gated models); "
         "starts and writes nothing",
+    )  # fmt: skip
+    run.add_argument(
+        "--gpus", type=_at_least_one, default=None, metavar="N",
+        help="with --dry-run: the GPUs to give the wall time for (default: 8); each cell takes its own GPU count",
     )  # fmt: skip
     run.add_argument(
         "--work-pool", default=None,

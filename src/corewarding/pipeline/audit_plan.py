@@ -28,6 +28,7 @@ class Throughput:
     tokens_per_s: float
     tokens_per_sample: float
     source: str  # "measured: N samples in earlier audits" or "assumed (configs/audit.yaml)"
+    measured: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,17 @@ def measured(runs_dir: Path, backend: str) -> dict[str, dict[str, float]]:
 
 
 def throughput_of(
-    base_model: str, max_new_tokens: int, seen: dict[str, dict[str, float]], audit_cfg: DictConfig
-) -> Throughput:
-    """The measured throughput of ``base_model`` when earlier audits measured it, else the assumption."""
+    base_model: str, max_new_tokens: int, seen: dict[str, dict[str, float]], audit_cfg: DictConfig,
+    params_b: float | None = None,
+) -> Throughput:  # fmt: skip
+    """The measured throughput of ``base_model`` when earlier audits measured it, else the assumption (for
+    ``params_b`` billion parameters; by default ``configs/base_model/<base_model>.yaml``'s shape)."""
     if base_model in seen and seen[base_model]["tokens"] > 0:
         m = seen[base_model]
         return Throughput(m["tokens"] / m["seconds"], m["tokens"] / m["samples"],
-                          f"measured: {int(m['samples'])} samples of earlier audits of {base_model}")  # fmt: skip
-    params_b = float(load_group_option("base_model", base_model).base_model.shape.params_b)
+                          f"measured: {int(m['samples'])} samples of earlier audits of {base_model}", True)  # fmt: skip
+    if params_b is None:
+        params_b = float(load_group_option("base_model", base_model).base_model.shape.params_b)
     assumed = audit_cfg.assumed
     return Throughput(
         float(assumed.tokens_per_s_times_params_b) / params_b,
@@ -96,14 +100,46 @@ def throughput_of(
     )
 
 
+def samples_per_checkpoint(configs: list[DictConfig], audit_cfg: DictConfig) -> int:
+    """Samples one checkpoint's evaluation generates: per benchmark its problems x n (one when greedy)."""
+    total = 0
+    for cfg in configs:
+        n = 1 if float(cfg.benchmark.temperature) == 0 else int(cfg.benchmark.n)
+        total += problems_of(cfg, audit_cfg) * n
+    return total
+
+
+def max_new_tokens(configs: list[DictConfig]) -> int:
+    """The largest response budget of the benchmarks (a sample's tokens are a fraction of it when assumed)."""
+    return max(int(c.benchmark.max_new_tokens) for c in configs)
+
+
+def generation_phrase(rate: Throughput) -> str:
+    """Which generation rate: the assumption, said without the model's own figure (a footnote many models' cells
+    share), or the earlier audits that measured it.
+
+    >>> generation_phrase(Throughput(100.0, 50.0, "measured: 8 samples of earlier audits of m", True))
+    'the rate measured on 8 samples of earlier audits of m'
+    """
+    if rate.measured:
+        return "the rate " + rate.source.replace("measured: ", "measured on ", 1)
+    return "configs/audit.yaml's assumed rate"
+
+
+def generation_hours(samples: int, rate: Throughput) -> float:
+    """GPU-hours of generating ``samples`` at ``rate`` (generation only, as the audit's estimate).
+
+    >>> generation_hours(3600, Throughput(tokens_per_s=500.0, tokens_per_sample=250.0, source=""))
+    0.5
+    """
+    return samples * rate.tokens_per_sample / rate.tokens_per_s / 3600
+
+
 def estimate(cells: list[Cell], configs: list[DictConfig], runs_dir: Path) -> list[AuditEstimate]:
     """One estimate per base model of the selected cells (every cell runs the same benchmark configs)."""
     audit_cfg = compose_config([], config_name="audit")
-    samples_per_cell = 0
-    for cfg in configs:
-        n = 1 if float(cfg.benchmark.temperature) == 0 else int(cfg.benchmark.n)
-        samples_per_cell += problems_of(cfg, audit_cfg) * n
-    max_new = max(int(c.benchmark.max_new_tokens) for c in configs)
+    samples_per_cell = samples_per_checkpoint(configs, audit_cfg)
+    max_new = max_new_tokens(configs)
     backend = str(configs[0].generation.backend)
     seen = measured(runs_dir, backend)
     by_model: dict[str, int] = {}
@@ -113,7 +149,7 @@ def estimate(cells: list[Cell], configs: list[DictConfig], runs_dir: Path) -> li
     for base_model, count in by_model.items():
         rate = throughput_of(base_model, max_new, seen, audit_cfg)
         samples = count * samples_per_cell
-        hours = samples * rate.tokens_per_sample / rate.tokens_per_s / 3600
+        hours = generation_hours(samples, rate)
         out.append(AuditEstimate(base_model, count, count * len(configs), samples, hours, rate))
     return out
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from corewarding.config import ConfigError, compose_config, load_group_option, needs_rephrased_view
+from corewarding.config import ConfigError, load_group_option, needs_rephrased_view
 from corewarding.matrix import Cell, Matrix, did_you_mean, is_plain_name, load_matrix, run_dir, select_cells
+from corewarding.pipeline.compose_pool import compose_all, workers_for
 
 # The selection's facets: the Selection field, the Cell attribute it filters, and what an error calls it by default.
 FACETS = (("methods", "method", "method"), ("base_models", "base_model", "base model"),
@@ -111,13 +112,19 @@ def plan_cells(
     overrides: Sequence[str] = (),
     eval_overrides: Sequence[str] = (),
     labels: Mapping[str, str] | None = None,
+    workers: int | None = 1,
 ) -> list[CellPlan]:
     """The selected cells, each with its config composed (a bad override fails here, before any work); ``labels``
-    name the selection's facets in its errors (``check_selection``)."""
+    name the selection's facets in its errors (``check_selection``). ``workers`` > 1 composes in that many forked
+    processes, None in as many as the cells and cores make worth it (``compose_pool``; the dry run's choice: a
+    flow's process runs threads, and composes here)."""
     matrix = load_matrix(selection.matrix)
     cells = check_selection(matrix, selection, labels)  # an unknown name: an error naming the matrix and the valid ones
     plans = [CellPlan(matrix, cell, tuple(overrides), tuple(eval_overrides)) for cell in cells]
-    return [replace(plan, cfg=compose_config(plan.train_overrides())) for plan in plans]
+    configs = compose_all(
+        [plan.train_overrides() for plan in plans], workers_for(len(plans)) if workers is None else workers
+    )
+    return [replace(plan, cfg=cfg) for plan, cfg in zip(plans, configs, strict=True)]
 
 
 def paired_stages(dataset: DictConfig) -> list[str]:

@@ -19,12 +19,12 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding.config import ConfigError
-from corewarding.pipeline.audit_plan import rows_in, throughput_of
+from corewarding.pipeline.audit_plan import generation_phrase, rows_in, throughput_of
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.dry_run_inputs import Measured
 from corewarding.rows import get_path
 from corewarding.training.verl.attention import Attention
-from corewarding.training.verl.plan import model_shape
+from corewarding.training.verl.plan import checkpoints_kept, model_shape
 
 COST_CONFIG = "configs/cost.yaml"
 ASSUMED = f"assumed, not measured ({COST_CONFIG}; docs/gpu-plan.md)"
@@ -56,6 +56,7 @@ class Rates:
     rollout_s_per_token: float
     update_s_per_token: float
     source: str
+    generation_source: str = ""  # which generation rate (``audit_plan.generation_phrase``)
 
 
 def _lengths(config: Mapping[str, Any]) -> tuple[int, int]:
@@ -93,21 +94,35 @@ def assumed_rates(
     """The rates of ``cfg``'s base model: generation from the audit's throughput, the rest from configs/cost.yaml
     for its ``attention``."""
     response, _ = _lengths({"grpo": dict(cfg.grpo)})
-    rate = throughput_of(str(cfg.base_model.name), response, seen, audit)
     shape = model_shape(cfg)
+    rate = throughput_of(str(cfg.base_model.name), response, seen, audit, shape.params / 1e9)
     a = cost.assumed
     logits = float(a.update_gpu_s_logits) * shape.vocab_size / float(a.reference_vocab)
     per_pass = float(a.update_gpu_s_per_b) * shape.params / 1e9 + logits  # GPU-s per 1024 responses
     factor, kernel = attention_factor(cost, attention, shape.params / 1e9)
     update = factor * per_pass / (float(a.reference_responses) * float(a.reference_tokens))
     source = f"generation {rate.tokens_per_s:,.0f} tokens/s per GPU: {rate.source}; attention {kernel}"
-    return Rates(rate.tokens_per_sample / rate.tokens_per_s / response, update, source)
+    return Rates(rate.tokens_per_sample / rate.tokens_per_s / response, update, source, generation_phrase(rate))
 
 
 def validations(cfg: DictConfig, steps: int) -> int:
     """How often a run validates: every test_freq steps, at the last step, and before training when asked."""
     freq = int(cfg.schedule.test_freq)
     return steps // freq + (1 if steps % freq else 0) + (1 if cfg.schedule.val_before_train else 0)
+
+
+def saves(cfg: DictConfig, steps: int) -> int:
+    """Checkpoints a run of ``steps`` saves: every save_freq steps and at the last step (both backends)."""
+    freq = int(cfg.schedule.save_freq)
+    return steps // freq + (1 if steps % freq else 0)
+
+
+def evaluated_checkpoints(cfg: DictConfig, steps: int) -> int:
+    """Checkpoints the pipeline's evaluate step finds after training: every save (local), or the
+    ``verl.checkpoints_to_keep`` newest of them (verl deletes the older ones as it trains)."""
+    saved = saves(cfg, steps)
+    kept = checkpoints_kept(cfg) if str(cfg.backend) == "verl" else None
+    return saved if kept is None else min(saved, kept)
 
 
 def validation_rows(cfg: DictConfig, audit: DictConfig) -> int:
