@@ -126,6 +126,9 @@ def test_the_top_help_exits_0_and_lists_every_command_and_group(tmp_path: Path) 
         (["rewards", "score", "--method", "gt_grpo"], 2),  # no --input, --output
         (["audit", "--help"], 0),
         (["audit", "--generation", "tpu"], 2),
+        (["pipeline", "--help"], 0),
+        (["pipeline", "run", "--help"], 0),
+        (["worker", "--limit", "0", "--pool", "gpu"], 2),
     ],
 )
 def test_help_and_argument_errors_load_no_heavy_library(tmp_path: Path, args: list[str], code: int) -> None:
@@ -185,4 +188,4 @@ def test_every_lazy_handler_names_a_function_that_exists() -> None:
             module, _, name = target.partition(":")
             assert callable(getattr(importlib.import_module(module), name, None)), (path, target)
             targets.append(target)
-    assert "corewarding.cli.audit_run:audit" in targets
+    assert {"corewarding.cli.audit_run:audit", "corewarding.cli.pipeline_commands:run"} <= set(targets)

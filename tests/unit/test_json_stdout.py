@@ -38,7 +38,7 @@ _PROBE = textwrap.dedent(
     argv = sys.argv[1:]
     if argv[0] == "--fake-flow":
         argv = argv[1:]
-        from corewarding.cli import audit_run, pipeline
+        from corewarding.cli import audit_run, pipeline_commands
         from corewarding.pipeline.report import CellReport, PipelineReport
 
         def flow(**kwargs):
@@ -53,7 +53,7 @@ _PROBE = textwrap.dedent(
             yield "http://127.0.0.1:9/api"
 
         sys.modules["flows.pipeline"] = types.SimpleNamespace(pipeline=flow)
-        pipeline.prefect_api = audit_run.prefect_api = no_server
+        pipeline_commands.prefect_api = audit_run.prefect_api = no_server
     sys.exit(main(argv))
     """
 )

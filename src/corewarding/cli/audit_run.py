@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from corewarding.cli.output import print_json, stdout_to_stderr
-from corewarding.cli.pipeline import selection_kwargs, selection_labels
+from corewarding.cli.pipeline_commands import selection_kwargs, selection_labels
 from corewarding.config import compose_config
 from corewarding.evaluation.eval_config import benchmark_configs, expand_benchmarks
 from corewarding.interrupts import Interrupted, interruptible, resume_hint
