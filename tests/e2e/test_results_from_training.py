@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
+from corewarding.cpu import cpu_record
 from corewarding.files import file_sha256
 from corewarding.results import store
 from corewarding.results.ingest import ingest
@@ -33,6 +34,7 @@ def test_a_trained_run_ingests_with_its_record(artifacts_dir: Path, tmp_path: Pa
     train_file = Path(record["data_files"]["train"]["path"])
     assert record["data_files"]["train"]["sha256"] == file_sha256(train_file)
     assert record["code_version"].startswith("0.1.0")
+    assert record["cpu"] == cpu_record()  # the CPU whose kernels the run's figures depend on
 
     db = tmp_path / "results.duckdb"
     ingest(db, [tmp_path / "runs"])

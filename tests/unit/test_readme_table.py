@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from corewarding.cpu import cpu_fields, cpu_record
 from corewarding.matrix import load_matrix
-from corewarding.pipeline.readme_table import RowDifference, check, compare, cpu_fields, find_table, main
+from corewarding.pipeline.readme_table import RowDifference, check, compare, find_table, main
 from corewarding.pipeline.report import CellReport, PipelineReport, format_report, plain_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,3 +123,13 @@ def test_only_the_model_name_and_flags_of_the_first_processor_are_read(tmp_path:
     cpuinfo.write_text(first + "\nprocessor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n")
     assert cpu_fields(cpuinfo) == {"model name": "AMD EPYC 9R14", "flags": "fpu sse4_2 avx2 avx512f"}
     assert cpu_fields(tmp_path / "absent") == {}
+
+
+def test_a_run_records_its_cpu_and_the_kernels_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.json's ``cpu``: model, vector flags (allow-listed: no other /proc/cpuinfo flag) and ATEN_CPU_CAPABILITY."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Xeon Q\nflags\t\t: fpu vme avx2 fma avx512f ht\nserial\t: 42\n")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert cpu_record(cpuinfo) == {"model": "Xeon Q", "vector_flags": ["avx2", "fma", "avx512f"], "kernels": "avx2"}
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert cpu_record(cpuinfo)["kernels"] is None

@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from corewarding.cpu import cpu_fields, describe_cpu
+
 log = logging.getLogger(__name__)
 
 RULE = re.compile(r"-+")
-CPUINFO = Path("/proc/cpuinfo")
-CPU_FIELDS = ("model name", "flags")  # the only /proc/cpuinfo fields read (no serials, ids or microcode)
-VECTOR_FLAGS = re.compile(r"^(sse4|avx|amx|fma|f16c)")  # the flags that pick torch's CPU kernels
 
 
 @dataclass(frozen=True)
@@ -113,33 +112,6 @@ def compare(readme: Table, printed: Table) -> list[RowDifference]:
             differences.append(RowDifference(key, cells))
     differences += [RowDifference(key, missing="README.md") for key in printed.rows if key not in readme.rows]
     return differences
-
-
-def cpu_fields(path: Path = CPUINFO) -> dict[str, str]:
-    """The first processor's ``model name`` and ``flags`` from ``/proc/cpuinfo`` (empty where it is unreadable)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return {}
-    fields: dict[str, str] = {}
-    for line in text.split("\n\n", 1)[0].splitlines():
-        name, sep, value = line.partition(":")
-        if sep and name.strip() in CPU_FIELDS:
-            fields.setdefault(name.strip(), value.strip())
-    return fields
-
-
-def describe_cpu(fields: dict[str, str], capability: str | None = None) -> str:
-    """``<model name> (<vector flags>)`` for a warning: the flags that choose torch's CPU kernels, and the kernels
-    asked for when ``ATEN_CPU_CAPABILITY`` (``capability``) caps them.
-
-    >>> describe_cpu({"model name": "AMD EPYC", "flags": "fpu avx2 avx512f sse4_2 vme"}, "avx2")
-    'AMD EPYC (avx2 avx512f sse4_2), ATEN_CPU_CAPABILITY=avx2'
-    """
-    vector = [flag for flag in fields.get("flags", "").split() if VECTOR_FLAGS.match(flag)]
-    model = fields.get("model name", "unknown CPU")
-    shown = f"{model} ({' '.join(vector)})" if vector else model
-    return f"{shown}, ATEN_CPU_CAPABILITY={capability}" if capability else shown
 
 
 def check(printed_text: str, readme_text: str, readme: str = "README.md") -> list[str]:

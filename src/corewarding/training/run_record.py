@@ -1,4 +1,5 @@
-"""``run.json``: what a run folder holds, for the results store: status, start and end, code version, data hashes.
+"""``run.json``: what a run folder holds, for the results store: status, start and end, code version, the CPU (its
+model, vector flags and the torch kernels asked for), data hashes.
 
 Written atomically at start (status ``running``), at the end (``finished``), on Ctrl-C (``interrupted``: stopped on
 purpose, resumable) and on any other exception (``failed``, with the error). A resumed run keeps its first start
@@ -24,6 +25,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from corewarding import CHECKOUT
+from corewarding.cpu import cpu_record
 from corewarding.files import file_sha256
 from corewarding.run_folder import RUN_RECORD
 from corewarding.training.common import legacy_training_config_hash
@@ -98,6 +100,7 @@ def record_start(run_dir: Path, cfg: DictConfig, config_hash: str, cell_id: str)
         "resumed_at": [*(previous or {}).get("resumed_at", []), now] if resumed else [],
         "ended_at": None,
         "code_version": code_version(),
+        "cpu": cpu_record(),  # CPU results (the tiny runs, the demo's table) vary with torch's kernels
         "config_hash": config_hash,
         "data_files": data_files(cfg),
         "error": None,
