@@ -29,11 +29,8 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="training overrides of every cell (paths.* apply to all steps)")
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``pipeline``, ``cell`` and ``deploy``."""
-    pipeline = sub.add_parser("pipeline", help="the Prefect pipeline over the matrix").add_subparsers(
-        dest="action", required=True
-    )
+def _add_run(pipeline: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``pipeline run``."""
     run = pipeline.add_parser("run", help="data, then per cell train, evaluate, ingest, publish (Prefect flow)")
     _add_selection(run)
     run.add_argument("--steps", help="comma-separated subset of data,train,evaluate,ingest,publish")
@@ -59,6 +56,14 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "needs PREFECT_API_URL and a shared store: store.url or store.dvc_remote)",
     )  # fmt: skip
     run.set_defaults(func=handler("corewarding.cli.pipeline_commands:run"))
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``pipeline``, ``cell`` and ``deploy``."""
+    pipeline = sub.add_parser("pipeline", help="the Prefect pipeline over the matrix").add_subparsers(
+        dest="action", required=True
+    )
+    _add_run(pipeline)
     cells = pipeline.add_parser("cells", help="the selected cells, their data stages and DVC entries")
     _add_selection(cells)
     cells.add_argument("--write", action="store_true", help="add them and their data stages to params.yaml")
