@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.curves_chart import YAxis, coinciding, curves_chart, eval_chart, export, run_labels, smooth
+from tests.dashboard.test_curves import DEFAULT_PANELS
 from tests.dashboard.test_pages import chart, render
 
 PNG, SVG = b"\x89PNG\r\n\x1a\n", b"<svg"
@@ -43,14 +44,7 @@ def test_axis_choices_come_from_the_url_and_reach_the_chart(app: AppTest) -> Non
     app.selectbox(key="panels").set_value("metric").run()
     spec, _ = chart(app)
     assert _layers(spec)[1]["encoding"]["y"]["scale"]["type"] == "linear"
-    assert _panels(spec) == [
-        "val_accuracy",
-        "reward_mean (0/1)",
-        "reward_mean (nats)",
-        "reward_mean (-nats)",
-        "label_accuracy",
-        "response_length_mean",
-    ]
+    assert _panels(spec) == DEFAULT_PANELS
 
 
 def test_the_run_page_has_the_same_axis_choices_and_exports(app: AppTest) -> None:

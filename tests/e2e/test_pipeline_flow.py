@@ -14,6 +14,7 @@ import duckdb
 import pytest
 import yaml
 
+from tests.support.prefect_server import prefect_harness
 from tests.support.repo import clone_project, dvc_bin, run_dvc
 
 GOOD = ["gt_grpo__tiny__tiny", "majority_voting__tiny__tiny"]
@@ -25,23 +26,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A clone of the project as the working directory, and an isolated Prefect (one test harness server)."""
     if not dvc_bin().exists():
         pytest.skip("dvc is not installed in this environment")
-    home = tmp_path_factory.mktemp("prefect")
-    patch = pytest.MonkeyPatch()
-    for key, value in {
-        "PREFECT_HOME": str(home),
-        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    }.items():
-        patch.setenv(key, value)
     clone = clone_project(tmp_path_factory.mktemp("flow"))
-    patch.chdir(clone)
-    from prefect.testing.utilities import prefect_test_harness
-
-    try:
-        with prefect_test_harness(server_startup_timeout=90):
-            yield clone
-    finally:
-        patch.undo()
+    with pytest.MonkeyPatch.context() as patch, prefect_harness(tmp_path_factory.mktemp("prefect")):
+        patch.chdir(clone)
+        yield clone
 
 
 def _run(**parameters: object):  # type: ignore[no-untyped-def]

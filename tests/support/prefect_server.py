@@ -11,6 +11,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
+import pytest
 
 from corewarding.pipeline.pool_key import KEY_FILE_VARIABLE
 from tests.support.net import free_port, wait_healthy
@@ -73,3 +74,23 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> list[int]:
             proc.send_signal(sig)
     psutil.wait_procs(procs, timeout=10)
     return [p.pid for p in procs]
+
+
+@contextmanager
+def prefect_harness(home: Path) -> Iterator[None]:
+    """Prefect's in-process test server with its home (settings, blocks, results) in ``home``: a test never reads or
+    writes ~/.prefect. The environment is restored afterwards."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    patch = pytest.MonkeyPatch()
+    for key, value in {
+        "PREFECT_HOME": str(home),
+        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }.items():
+        patch.setenv(key, value)
+    try:
+        with prefect_test_harness(server_startup_timeout=90):
+            yield
+    finally:
+        patch.undo()

@@ -22,6 +22,7 @@ import pytest
 from corewarding.config import ConfigError
 from corewarding.pipeline import alerts
 from corewarding.pipeline.settings import load_settings
+from tests.support.prefect_server import prefect_harness
 
 BROKEN = "co_rewarding_2__tiny__tiny"  # no run folder: its evaluation fails at once (no checkpoint to evaluate)
 GOOD = "majority_voting__tiny__tiny"
@@ -82,29 +83,17 @@ def hooks() -> Iterator[tuple[Hook, Hook]]:
 def prefect(tmp_path_factory: pytest.TempPathFactory, hooks: tuple[Hook, Hook]) -> Iterator[None]:
     """A Prefect test server with its home in a temporary folder, holding the test's notification blocks."""
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
-    from prefect.testing.utilities import prefect_test_harness
 
     ours, other = hooks
-    home = tmp_path_factory.mktemp("prefect")
-    patch = pytest.MonkeyPatch()
-    for key, value in {
-        "PREFECT_HOME": str(home),
-        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(home / "results"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    }.items():
-        patch.setenv(key, value)
-    try:
-        with prefect_test_harness(server_startup_timeout=90):
-            template = {"subject": "{{subject}}", "body": "{{body}}"}
-            for name, url in (("lab-alerts", f"{ours.url}/hook"), ("failing-hook", f"{ours.url}/fail"),
-                              ("other-hook", f"{other.url}/hook")):  # fmt: skip
-                CustomWebhookNotificationBlock(
-                    name="corewarding", url=url, json_data=template, headers={"X-Hook-Auth": "{{token}}"},
-                    secrets={"token": HOOK_SECRET},
-                ).save(name)  # fmt: skip
-            yield
-    finally:
-        patch.undo()
+    with prefect_harness(tmp_path_factory.mktemp("prefect")):
+        template = {"subject": "{{subject}}", "body": "{{body}}"}
+        for name, url in (("lab-alerts", f"{ours.url}/hook"), ("failing-hook", f"{ours.url}/fail"),
+                          ("other-hook", f"{other.url}/hook")):  # fmt: skip
+            CustomWebhookNotificationBlock(
+                name="corewarding", url=url, json_data=template, headers={"X-Hook-Auth": "{{token}}"},
+                secrets={"token": HOOK_SECRET},
+            ).save(name)  # fmt: skip
+        yield
 
 
 @pytest.fixture
