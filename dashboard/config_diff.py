@@ -16,13 +16,13 @@ def shown(value: Any) -> str:
     """A config value as a researcher writes it in YAML: a string as itself, ``null``, ``true``/``false``, numbers
     and lists plainly, never a Python repr with quotes.
 
-    >>> [shown(v) for v in ("sdpa", None, True, 1e-06, [1, "a"], {"k": None})]
-    ['sdpa', 'null', 'true', '1e-06', '[1, "a"]', '{"k": null}']
+    >>> [shown(v) for v in ("sdpa", None, True, 1e-06, [1, "é"], {"k": None})]
+    ['sdpa', 'null', 'true', '1e-06', '[1, "é"]', '{"k": null}']
     """
     if isinstance(value, str):
         return value
     if value is None or isinstance(value, bool | list | dict):
-        return json.dumps(value, default=str)
+        return json.dumps(value, default=str, ensure_ascii=False)
     return str(value)
 
 

@@ -6,7 +6,7 @@ Every value a user picks reaches SQL as a bound parameter (``?``); no SQL text i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import pandas as pd
 from corewarding.config import config_dir
 from corewarding.results import attempts, claims, collapse, read, released_read, report, store
 from corewarding.results.names import benchmark_key, key_sql, name_sql
+from dashboard.config_diff import flat, shown
 
 Con = duckdb.DuckDBPyConnection
 # Shared with the reproduction report (`corewarding report`), so the page and the report show the same numbers.
@@ -410,23 +411,6 @@ def eval_summaries(con: Con, checker: str, benchmarks: Sequence[str], metrics: S
     )
 
 
-def _config_leaves(value: object, prefix: str = "") -> Iterator[tuple[str, object]]:
-    """(dotted key, value) of every leaf of a parsed config; a list, or an empty mapping, is one leaf."""
-    if isinstance(value, dict) and value:
-        for key, inner in value.items():
-            yield from _config_leaves(inner, f"{prefix}.{key}" if prefix else str(key))
-    elif prefix:
-        yield prefix, value
-
-
-def _config_text(value: object) -> str:
-    """A config value as text: a string as it is, true/false, a number, a list or mapping as JSON (never Python's
-    repr)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
 def run_configs(con: Con) -> pd.DataFrame:
     """Every run's resolved config, one row per leaf: (run_id, key, text, number); ``key`` the dotted path, ``text``
     the value as text, ``number`` the value where it is a number (not a boolean), else NaN. Null leaves are left
@@ -434,10 +418,10 @@ def run_configs(con: Con) -> pd.DataFrame:
     rows = []
     stored = con.execute("SELECT run_id, config FROM runs WHERE config IS NOT NULL ORDER BY run_id").fetchall()
     for run_id, config in stored:
-        leaves = dict(_config_leaves(json.loads(config)))  # the first of two spellings of one dotted key
+        leaves = dict(flat(json.loads(config)))  # the first of two spellings of one dotted key
         for key, value in leaves.items():
             if value is None:
                 continue
             number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else float("nan")
-            rows.append((run_id, key, _config_text(value), number))
+            rows.append((run_id, key, shown(value), number))
     return pd.DataFrame(rows, columns=["run_id", "key", "text", "number"]).astype({"number": float})
