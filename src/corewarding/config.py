@@ -36,6 +36,14 @@ def config_dir() -> Path:
     return path
 
 
+# Hydra 1.3's own config groups (run folders, logging, launcher, help), which compose() composes and then drops with
+# the hydra node: removed up front, they cost nothing (a composition took 0.09 s of CPU with them, 0.06 s without)
+HYDRA_OWN = tuple(
+    f"~hydra/{group}"
+    for group in ("job_logging", "hydra_logging", "help", "hydra_help", "output", "launcher", "sweeper", "env")
+)
+
+
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """Compose configs/<config_name>.yaml with Hydra overrides and resolve every interpolation.
 
@@ -43,7 +51,7 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -
     """
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=list(overrides))
+        cfg = compose(config_name=config_name, overrides=[*overrides, *HYDRA_OWN])
     if config_name == "config":
         check_rephrased_source(cfg)
     OmegaConf.resolve(cfg)

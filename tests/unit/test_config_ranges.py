@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
+from corewarding import config
 from corewarding.config import compose_config
 from corewarding.matrix import load_matrix
 
@@ -61,3 +63,25 @@ def test_every_shipped_cell_passes() -> None:
         for cell in matrix.cells:
             cfg = compose_config([*matrix.overrides, *matrix.train_overrides, *cell.overrides()])
             assert cfg.optimizer.lr > 0
+
+
+@pytest.mark.parametrize(
+    ("config_name", "overrides"),
+    [
+        ("config", ["method=co_rewarding_2", "base_model=qwen3-8b-base", "dataset=math", "backend=verl"]),
+        ("config", ["experiment=tiny_cpu", "method=co_rewarding_1"]),
+        ("eval", []),
+        ("data", ["datasource=math"]),
+        ("pipeline", []),
+        ("audit", []),
+        ("cost", []),
+    ],
+)
+def test_leaving_out_hydras_own_groups_changes_no_config(
+    config_name: str, overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compose_config drops Hydra's logging, output, launcher and help groups before composing (config.HYDRA_OWN, a
+    third of a composition's time); what it returns equals the composition with them."""
+    lean = OmegaConf.to_container(compose_config(overrides, config_name=config_name))
+    monkeypatch.setattr(config, "HYDRA_OWN", ())
+    assert lean == OmegaConf.to_container(compose_config(overrides, config_name=config_name))

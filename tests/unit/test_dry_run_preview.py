@@ -222,7 +222,7 @@ def test_composing_in_worker_processes_gives_the_configs_composed_here(monkeypat
     monkeypatch.setattr(compose_pool, "_pool", lambda workers: pools.append(workers) or real(workers))
     parallel = compose_all(lists, workers=2)
     assert pools == [2]  # the five after the first went to two processes
-    # without Hydra's own settings, in other processes: what compose_config makes
+    # in other processes: what compose_config makes here
     assert [OmegaConf.to_container(c) for c in parallel] == [OmegaConf.to_container(compose_config(o)) for o in lists]
     assert all(OmegaConf.is_struct(c) for c in parallel)  # as Hydra leaves them: an unknown key is an error
     bad = [*lists[:4], [*lists[4], "grpo.n=many"], *lists[5:]]  # the fifth cell's own error, as composing raises it

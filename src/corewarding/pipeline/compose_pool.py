@@ -1,9 +1,8 @@
 """Compose many cells' configs at once: in forked worker processes when there are enough cells and cores, else one
-after another. A Hydra composition costs about 0.09 s of CPU, a third of it Hydra composing its own settings (run
-folders, logging, launcher, help), which ``compose_config`` then throws away; a 72-cell matrix spent 7 of the dry run's
-9 CPU seconds composing. So each composition here also removes those groups (HYDRA_OWN: 0.06 s instead of 0.09), and
-the cells are shared among processes. Each config comes back as ``compose_config`` makes it (pickled: its values and
-flags); an error is raised from this process, where it reads as one line.
+after another. A Hydra composition costs about 0.06 s of CPU (``compose_config``); a 72-cell matrix spent most of the
+dry run's CPU seconds composing, so the cells are shared among processes. Each config comes back as
+``compose_config`` makes it (pickled: its values and flags); an error is raised from this process, where it reads as
+one line.
 """
 
 from __future__ import annotations
@@ -25,11 +24,6 @@ if TYPE_CHECKING:  # multiprocessing's modules: imported when a pool starts (the
 log = logging.getLogger(__name__)
 
 CELLS_PER_WORKER = 8  # fewer cells per process than this: starting the process costs more than it saves
-# Hydra 1.3's own config groups, which compose() composes and then deletes with the hydra node: removed up front
-HYDRA_OWN = tuple(
-    f"~hydra/{group}"
-    for group in ("job_logging", "hydra_logging", "help", "hydra_help", "output", "launcher", "sweeper", "env")
-)
 
 
 def available_cores() -> int:
@@ -64,24 +58,19 @@ def _pool(workers: int) -> Executor:
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
-def compose(overrides: Sequence[str]) -> DictConfig:
-    """``compose_config(overrides)``, without Hydra composing its own settings first."""
-    return compose_config([*overrides, *HYDRA_OWN])
-
-
 def compose_all(overrides: Sequence[Sequence[str]], workers: int = 1) -> list[DictConfig]:
     """``compose_config(o)`` for each override list, in order, on up to ``workers`` processes. The first is composed
     here (a bad override common to every cell fails at once, as one line); if a worker fails, the rest are composed
     here again, so a cell's own error is raised as ``compose_config`` raises it."""
     lists = [list(o) for o in overrides]
     if workers < 2 or len(lists) < 3 or not can_fork():
-        return [compose(o) for o in lists]
-    first = compose(lists[0])
+        return [compose_config(o) for o in lists]
+    first = compose_config(lists[0])
     rest = lists[1:]
     try:
         with _pool(workers) as pool:
-            composed = list(pool.map(compose, rest, chunksize=math.ceil(len(rest) / workers)))
+            composed = list(pool.map(compose_config, rest, chunksize=math.ceil(len(rest) / workers)))
     except Exception as exc:  # a cell's own error, or a pool that could not start: again here, one at a time
         log.debug("composing in %d processes failed (%s); composing here", workers, exc)
-        composed = [compose(o) for o in rest]
+        composed = [compose_config(o) for o in rest]
     return [first, *composed]
