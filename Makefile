@@ -116,6 +116,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests dashboard perf flows
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache  # the floors contract in pyproject.toml: no upward import (docs/architecture.md)
+	$(BIN)/python tools/config_reads.py src/corewarding flows dashboard  # <= 20 raw config reads, each with its reason
 
 snapshots: $(STAMP)   # regenerate configs/snapshots/verl/ after a config change
 	$(BIN)/corewarding config snapshot
