@@ -15,12 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from fnmatch import fnmatch
 from pathlib import Path
 
+from corewarding.errors import ExpectedError
 from corewarding.files import file_sha256
 
 MANIFEST = "manifest.json"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(ExpectedError, RuntimeError):
     """The run folder has checkpoints but none is complete and readable, so it can be neither resumed nor restarted
     without losing them (or, for a reader, the checkpoint asked for is not the one that was written)."""
 

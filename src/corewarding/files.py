@@ -16,11 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from corewarding.errors import ExpectedError
+
 if TYPE_CHECKING:  # pandas and pyarrow load on first parquet use: small commands (rewards score) never need them
     import pandas as pd
 
 
-class SourceError(ValueError):
+class SourceError(ExpectedError, ValueError):
     """Input that cannot be used; the message names the file (and the line, row or column)."""
 
 

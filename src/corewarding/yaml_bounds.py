@@ -24,7 +24,7 @@ class YamlBoundsError(ValueError):
     """A YAML file over one of the limits; the message names the file and the limit."""
 
 
-class _BoundedLoader(get_yaml_loader()):  # type: ignore[misc]  # OmegaConf's loader (a yaml.SafeLoader)
+class _BoundedLoader(get_yaml_loader()):  # type: ignore[misc]  # a base from a call: OmegaConf's loader (a yaml.SafeLoader)
     """Counts alias uses and each node's expanded size while composing; refuses past the limits."""
 
     def __init__(self, stream: str) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.cli.errors import ONE_LINE_NAMES, run_reporting_errors
+from corewarding.cli.errors import THIRD_PARTY_NAMES, one_line_errors, run_reporting_errors
+from corewarding.errors import ExpectedError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,12 +62,43 @@ def test_a_run_dir_name_too_long_is_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines()[-1] == f"error: {run_dir}: File name too long"
 
 
-@pytest.mark.parametrize(("module", "name"), ONE_LINE_NAMES)
-def test_each_one_line_error_is_named_by_the_module_that_defines_it(module: str, name: str) -> None:
+# Our errors that the command line prints as one line, by the module that defines each.
+OURS = (
+    ("corewarding.schemas", "ConfigError"),
+    ("corewarding.files", "SourceError"),
+    ("corewarding.pipeline.dvc", "DvcError"),
+    ("corewarding.checkpoint_manifest", "CheckpointError"),
+    ("corewarding.training.errors", "RunInUseError"),
+    ("corewarding.training.errors", "RunWriteError"),
+    ("corewarding.training.errors", "LegacyCheckpointError"),
+    ("corewarding.runtime.pool_checks", "PoolError"),
+    ("corewarding.pipeline.store.local_disk", "StoreError"),
+    ("corewarding.pipeline.pool_key", "PoolKeyError"),
+)
+
+
+@pytest.mark.parametrize(("module", "name"), OURS)
+def test_each_of_our_one_line_errors_derives_from_expected_error(module: str, name: str) -> None:
+    """The CLI catches ExpectedError (issue 46): a class that lost the base would be a traceback again."""
+    cls = getattr(importlib.import_module(module), name)
+    assert isinstance(cls, type) and issubclass(cls, ExpectedError) and cls.__module__ == module
+
+
+@pytest.mark.parametrize(("module", "name"), THIRD_PARTY_NAMES)
+def test_each_third_party_one_line_error_is_named_by_the_module_that_defines_it(module: str, name: str) -> None:
     """The CLI looks them up among the loaded modules instead of importing them (issue 45): the class must be defined
     there, or one raised while that module is not loaded would be a traceback; a renamed class fails here too."""
     cls = getattr(importlib.import_module(module), name)
     assert isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == module
+    assert cls in one_line_errors()
+
+
+def test_an_error_without_the_base_goes_on_up() -> None:
+    def fail() -> int:
+        raise RuntimeError("a bug, not a message for the user")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        run_reporting_errors(fail)
 
 
 def test_a_loaded_one_line_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

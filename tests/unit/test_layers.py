@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from corewarding.cli.main import GROUPS
+
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
@@ -75,3 +77,11 @@ def test_the_architecture_page_names_every_unit_of_the_contract() -> None:
     named = set(re.findall(r"[a-z_]+", table))
     missing = [unit for unit in _contract_units() if unit.rsplit(".", 1)[-1] not in named]
     assert not missing, f"docs/architecture.md's floor table does not name: {missing}"
+
+
+def test_the_architecture_page_lists_every_command_group_in_order() -> None:
+    """Floor 11's text names the CLI's group modules as cli/main.py's GROUPS holds them (a new group is listed)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    table = " ".join(page.split("## The floors, top to bottom", 1)[1].split("```", 2)[1].split())
+    listed = table.split("imported only when its command runs: ", 1)[1].split(";", 1)[0]
+    assert listed.split(", ") == [module for module, _ in GROUPS]

@@ -12,8 +12,9 @@ from typing import Any
 
 from corewarding.config import compose_config
 from corewarding.matrix import load_matrix
-from corewarding.pipeline.report import DemoRow, format_table, summarize_run
+from corewarding.pipeline.run_summary import DemoRow, format_table, summarize_run
 from corewarding.run_folder import checkpoints_dir
+from corewarding.training.backend import train_local
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +31,13 @@ def run_demo(
         compose_config([*spec.overrides, *cell.overrides(), f"paths.runs_dir={runs_dir}", *overrides])
         for cell in spec.cells
     ]
-    from corewarding.training.local.trainer import train  # torch: imported when used
-
     rows = []
     for i, (cell, cfg) in enumerate(zip(spec.cells, configs, strict=True), start=1):
         run_dir = Path(runs_dir) / cell.cell_id
         _clear_checkpoints(run_dir)
         log.info("[%d/%d] %s", i, len(spec.cells), cell.cell_id)
         started = time.perf_counter()
-        result = train(cfg, run_dir, progress=progress)
+        result = train_local(cfg, run_dir, progress=progress)
         label = f"{cell.method}/seed{cell.seed}" if cell.seed else cell.method  # a second seed of a method
         rows.append(summarize_run(label, result.metrics, time.perf_counter() - started))
     return rows

@@ -9,21 +9,15 @@ import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
-# The errors that are one line, by the module that defines the class and its name: looked up among the loaded modules
-# when an error arrives, never imported (an error whose class's module is not loaded cannot have been raised), so that
-# the command line starts without Hydra, DuckDB or Prefect (issue 45). FileNotFoundError is one line too.
-ONE_LINE_NAMES = (
-    ("corewarding.schemas", "ConfigError"),
-    ("corewarding.files", "SourceError"),
+from corewarding.errors import ExpectedError
+
+# Our own one-line errors derive from ExpectedError (corewarding/errors.py, no imports), wherever they are defined.
+# Hydra's and OmegaConf's are named by module and class: looked up among the loaded modules when an error arrives,
+# never imported (an error whose class's module is not loaded cannot have been raised), so that the command line starts
+# without Hydra (issue 45). FileNotFoundError is one line too.
+THIRD_PARTY_NAMES = (
     ("hydra.errors", "HydraException"),
     ("omegaconf.errors", "OmegaConfBaseException"),
-    ("corewarding.pipeline.dvc", "DvcError"),
-    ("corewarding.checkpoint_manifest", "CheckpointError"),
-    ("corewarding.training.errors", "RunInUseError"),
-    ("corewarding.training.errors", "RunWriteError"),
-    ("corewarding.runtime.pool_checks", "PoolError"),
-    ("corewarding.pipeline.store.local_disk", "StoreError"),
-    ("corewarding.pipeline.pool_key", "PoolKeyError"),
 )
 PATH_ERRNOS = (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR, errno.EISDIR)
 
@@ -55,9 +49,10 @@ def run_reporting_errors(command: Callable[[], int]) -> int:
 
 
 def one_line_errors() -> tuple[type[BaseException], ...]:
-    """The classes of ONE_LINE_NAMES whose modules are loaded, and FileNotFoundError."""
-    loaded = (getattr(sys.modules.get(module), name, None) for module, name in ONE_LINE_NAMES)
-    return (FileNotFoundError, *(c for c in loaded if isinstance(c, type) and issubclass(c, BaseException)))
+    """ExpectedError, FileNotFoundError and the classes of THIRD_PARTY_NAMES whose modules are loaded."""
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in THIRD_PARTY_NAMES)
+    third_party = (c for c in loaded if isinstance(c, type) and issubclass(c, BaseException))
+    return (ExpectedError, FileNotFoundError, *third_party)
 
 
 def refused_credentials(exc: BaseException) -> str | None:

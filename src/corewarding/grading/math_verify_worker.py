@@ -61,9 +61,9 @@ def parse_math(text: str) -> list[Any]:
     from math_verify import parse  # math_verify: imported when used
 
     prepared = prepare_for_parse(text)
-    parsed = parse(prepared, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
+    parsed = parse(prepared, parsing_timeout=None, raise_on_error=True)
     if not parsed and prepared != text:
-        parsed = parse(text, parsing_timeout=None, raise_on_error=True)  # type: ignore[arg-type]
+        parsed = parse(text, parsing_timeout=None, raise_on_error=True)
     return list(parsed)
 
 

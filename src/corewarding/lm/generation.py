@@ -153,7 +153,7 @@ class TransformersGenerator(SeededGenerator):
 
         options: dict[str, Any] = {} if dtype is None else {"dtype": load_dtype(dtype, device, model_path)}
         self.tokenizer = load_tokenizer(model_path)  # left-padded, with a pad token
-        self.model: Any = AutoModelForCausalLM.from_pretrained(model_path, **options).to(device)  # type: ignore[arg-type]
+        self.model: Any = AutoModelForCausalLM.from_pretrained(model_path, **options).to(device)  # type: ignore[arg-type]  # transformers 5 types .to oddly
         self.model.eval()
         self.device = device
         self.batch_size = batch_size

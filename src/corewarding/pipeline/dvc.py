@@ -24,6 +24,7 @@ import psutil
 from ruamel.yaml import YAML
 
 from corewarding.config import load_group_option
+from corewarding.errors import ExpectedError
 from corewarding.files import atomic_path
 from corewarding.interrupts import deferred_interrupts
 from corewarding.pipeline import dvc_lock
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 INTERRUPT_GRACE_S = 5.0  # how long an interrupted run waits for its dvc child (a commit takes 1-2 s)
 
 
-class DvcError(RuntimeError):
+class DvcError(ExpectedError, RuntimeError):
     """A dvc command failed; the message holds the command and the end of its output."""
 
 

@@ -19,6 +19,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from corewarding.errors import ExpectedError
+
 KEY_VARIABLE = "COREWARDING_POOL_KEY"
 KEY_FILE_VARIABLE = "COREWARDING_POOL_KEY_FILE"
 DEFAULT_KEY_FILE = "~/.config/corewarding/pool.key"
@@ -32,7 +34,7 @@ _HOW = (
 )
 
 
-class PoolKeyError(RuntimeError):
+class PoolKeyError(ExpectedError, RuntimeError):
     """No usable pool key; the message says how to make one (never the key)."""
 
 

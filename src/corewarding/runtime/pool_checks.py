@@ -13,6 +13,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from corewarding.errors import ExpectedError
 from corewarding.pipeline import job_overrides
 from corewarding.pipeline.job_checks import JobRefused, check_overrides
 from corewarding.pipeline.pool_key import PoolKeyError, load_keys
@@ -21,7 +22,7 @@ from corewarding.pipeline.store.transport import STORE_SUBDIR, ArtifactStore, dv
 log = logging.getLogger(__name__)
 
 
-class PoolError(RuntimeError):
+class PoolError(ExpectedError, RuntimeError):
     """The Prefect server or the work pool cannot be used; the message names it."""
 
 

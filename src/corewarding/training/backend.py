@@ -29,11 +29,17 @@ def train(
         return train_verl(cfg, run_dir)
     if cfg.backend != "local":
         raise ValueError(f"backend={cfg.backend!r}; expected one of {', '.join(BACKENDS)}")
-    from corewarding.training.local.trainer import (
-        train as train_local,  # torch: kept off the light paths that import this
-    )
-
     return train_local(cfg, run_dir, progress=progress, trust_unverified=trust_unverified)
+
+
+def train_local(
+    cfg: DictConfig, run_dir: Path | None = None, progress: bool = True, trust_unverified: bool = False
+) -> RunResult:
+    """Train ``cfg``'s cell with the local backend whatever ``cfg.backend`` says (the demo trains on CPU): its result
+    (steps, metrics)."""
+    from corewarding.training.local.trainer import train as local  # torch: kept off the light paths that import this
+
+    return local(cfg, run_dir, progress=progress, trust_unverified=trust_unverified)
 
 
 def to_hf_folder(run_dir: Path, step: int) -> Path:

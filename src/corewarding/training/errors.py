@@ -4,6 +4,7 @@ from __future__ import annotations
 
 # Defined beside the manifest check, so readers (evaluation, publishing) raise it without importing training.
 from corewarding.checkpoint_manifest import CheckpointError
+from corewarding.errors import ExpectedError
 
 
 class LegacyCheckpointError(CheckpointError):
@@ -14,11 +15,11 @@ class CheckpointSaveError(CheckpointError):
     """A checkpoint could not be written (a full disk, a file-size limit); its temporary files were removed."""
 
 
-class RunWriteError(RuntimeError):
+class RunWriteError(ExpectedError, RuntimeError):
     """A run file could not be written (a full disk, a file-size limit); what it held before is kept."""
 
 
-class RunInUseError(RuntimeError):
+class RunInUseError(ExpectedError, RuntimeError):
     """Another process holds the run folder's lock (another trainer is writing it)."""
 
 

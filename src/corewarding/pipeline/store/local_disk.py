@@ -17,6 +17,7 @@ import os
 import shutil
 import stat
 
+from corewarding.errors import ExpectedError
 from corewarding.pipeline.store.run_files import MAX_DEPTH, too_deep
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -24,7 +25,7 @@ _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: 
 _REFUSED_OPEN = (errno.ELOOP, errno.ENOTDIR, errno.ENXIO)
 
 
-class StoreError(RuntimeError):
+class StoreError(ExpectedError, RuntimeError):
     """A store operation failed; the message names the store URL or the local path. (Defined in this, the store's
     lowest module, and imported from ``transport`` by everyone else.)"""
 

@@ -107,9 +107,9 @@ def _platform_class() -> type:
     class PlatformCPU(PlatformBase):
         """verl's platform interface on the host CPU: device ``cpu``, collectives over gloo, no IPC."""
 
-        device_name = CPU  # type: ignore[assignment]  # verl declares these as properties
-        vendor_name = CPU  # type: ignore[assignment]
-        device_module = _device_module()  # type: ignore[assignment]  # built only where the platform is
+        device_name = CPU
+        vendor_name = CPU
+        device_module = _device_module()  # built only where the platform is
 
         def is_available(self) -> bool:
             return True
@@ -191,7 +191,7 @@ def _dedupe_backend(init_process_group: Any) -> Any:
             kwargs["backend"] = ",".join(f"{d}:{b}" for d, b in kept.items())
         return init_process_group(*args, **kwargs)
 
-    wrapper.__corewarding_patched__ = True  # type: ignore[attr-defined]
+    wrapper.__corewarding_patched__ = True  # type: ignore[attr-defined]  # a marker on a function object
     return wrapper
 
 
@@ -218,8 +218,8 @@ def _patch_vllm_linear_weights() -> None:
     def process_weights_after_loading(self: Any, layer: torch.nn.Module) -> None:
         dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
 
-    process_weights_after_loading.__corewarding_patched__ = True  # type: ignore[attr-defined]
-    method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
+    process_weights_after_loading.__corewarding_patched__ = True  # type: ignore[attr-defined]  # a marker on a function
+    setattr(method, "process_weights_after_loading", process_weights_after_loading)  # noqa: B010  (vLLM's class)
 
 
 def loopback_socket(port: int) -> socket.socket:
@@ -249,8 +249,8 @@ def _patch_vllm_rendezvous_port() -> None:
         _RESERVED_PORTS.append(sock)
         return int(sock.getsockname()[1])
 
-    reserved_open_port.__corewarding_patched__ = True  # type: ignore[attr-defined]
-    multiproc_executor.get_open_port = reserved_open_port  # type: ignore[assignment]
+    reserved_open_port.__corewarding_patched__ = True  # type: ignore[attr-defined]  # a marker on a function object
+    setattr(multiproc_executor, "get_open_port", reserved_open_port)  # noqa: B010  (vLLM's module, read at call time)
 
 
 class _FixingLoader(importlib.abc.Loader):
@@ -260,7 +260,7 @@ class _FixingLoader(importlib.abc.Loader):
         self.loader, self.fix = loader, fix
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+        return self.loader.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
         self.loader.exec_module(module)
@@ -286,7 +286,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             spec = find(fullname, path, target) if find else None
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 spec.loader = _FixingLoader(spec.loader, fix)
-                return spec  # type: ignore[no-any-return]
+                return spec
         return None
 
 
@@ -310,10 +310,10 @@ def _patch_offload_pin_memory() -> None:
 
     from torch.distributed import fsdp  # torch
 
-    if getattr(fsdp.CPUOffloadPolicy, "__corewarding_patched__", False):  # type: ignore[attr-defined]
+    if getattr(fsdp.CPUOffloadPolicy, "__corewarding_patched__", False):
         return
 
-    class UnpinnedCPUOffloadPolicy(fsdp.CPUOffloadPolicy):  # type: ignore[misc,valid-type,name-defined]
+    class UnpinnedCPUOffloadPolicy(fsdp.CPUOffloadPolicy):
         __corewarding_patched__ = True
 
         def __init__(self, pin_memory: bool = False) -> None:
@@ -343,7 +343,7 @@ def _patch_tcpstore_loopback() -> None:
             kwargs["master_listen_fd"] = sock.detach()
         return original(host_name, port, *args, **kwargs)
 
-    loopback_tcpstore.__corewarding_patched__ = True  # type: ignore[attr-defined]
+    loopback_tcpstore.__corewarding_patched__ = True  # type: ignore[attr-defined]  # a marker on a function object
     setattr(module, "TCPStore", loopback_tcpstore)  # noqa: B010  (torch's module, read at call time)
 
 

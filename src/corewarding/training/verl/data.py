@@ -87,10 +87,10 @@ class _PairIterator(Iterator[int]):
         return 2 * pair
 
     def state_dict(self) -> dict[str, Any]:
-        return {"inner": self.inner.state_dict(), "pending": self.pending}  # type: ignore[attr-defined]
+        return {"inner": self.inner.state_dict(), "pending": self.pending}  # type: ignore[attr-defined]  # stateful
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.inner.load_state_dict(state["inner"])  # type: ignore[attr-defined]
+        self.inner.load_state_dict(state["inner"])  # type: ignore[attr-defined]  # a stateful sampler's iterator has it
         self.pending = state["pending"]
 
 

@@ -112,6 +112,6 @@ def measured(phase: str) -> Callable[[F], F]:
                 f.write(json.dumps(row) + "\n")
             return result
 
-        return inner  # type: ignore[return-value]
+        return inner  # type: ignore[return-value]  # functools.wraps gives inner func's signature; mypy cannot see it
 
     return wrap

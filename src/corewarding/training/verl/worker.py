@@ -100,7 +100,7 @@ class CorewardingWorker(ActorRolloutRefWorker):
         actor, ref = self._engines()
         dtype = PrecisionType.to_dtype(str(self.config.rollout.dtype))
         # update_weights reads self.actor.engine only; the teacher's engine has the same interface
-        self.actor = EngineHolder(CastWeights(ref.engine, dtype))  # type: ignore[assignment]
+        self.actor = EngineHolder(CastWeights(ref.engine, dtype))  # type: ignore[assignment]  # a stand-in: reads .engine
         try:
             await self.update_weights(global_steps=global_steps, mode="naive")
         finally:
@@ -127,7 +127,7 @@ class CorewardingWorker(ActorRolloutRefWorker):
 
     def _sum_over_dp(self, counts: torch.Tensor) -> None:
         """Sum a CPU tensor over the actor's data-parallel ranks, in place."""
-        group = self.actor.engine.get_data_parallel_group()  # type: ignore[union-attr]
+        group = self.actor.engine.get_data_parallel_group()  # type: ignore[union-attr]  # init_model built the actor
         on_device = counts.to(get_device_id())
         torch.distributed.all_reduce(on_device, op=torch.distributed.ReduceOp.SUM, group=group)
         counts.copy_(on_device.cpu())
