@@ -18,8 +18,8 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from corewarding import methods
-from corewarding.results.schema import SchemaError
-from corewarding.results.store import StoreBusyError, StoreDamagedError, default_db, reader
+from corewarding.results.store.schema import SchemaError
+from corewarding.results.store.store import StoreBusyError, StoreDamagedError, default_db, reader
 from dashboard import queries
 from dashboard.config_diff import ABSENT
 

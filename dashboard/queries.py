@@ -14,8 +14,11 @@ import duckdb
 import pandas as pd
 
 from corewarding.config import config_dir
-from corewarding.results import attempts, claims, collapse, read, released_read, report, store
+from corewarding.results import claims, collapse, read, released_read
+from corewarding.results.ingest import attempts
 from corewarding.results.names import benchmark_key, key_sql, name_sql
+from corewarding.results.report import collect
+from corewarding.results.store import store
 from dashboard.config_diff import flat, shown
 
 Con = duckdb.DuckDBPyConnection
@@ -25,7 +28,7 @@ paper_tables = read.paper_tables
 paper_comparison = read.paper_comparison
 collapse_inputs = read.collapse_inputs
 runs_without_paper_value = read.runs_without_paper_value
-report_matrix = report.stored_matrix
+report_matrix = collect.stored_matrix
 released_comparison = released_read.released_comparison  # paper · released · reproduced
 unaudited = released_read.unaudited  # released checkpoints whose audit failed
 failed_cells = attempts.failed_cells  # cells whose newest pipeline attempt failed, with the run the store holds

@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 from corewarding.pipeline.cells import plan_cell
 from corewarding.pipeline.job_checks import check_job, signed_job, worker_keys, worker_store
 from corewarding.pipeline.jobs import CellJob
-from corewarding.pipeline.report import CellFailed, CellReport, cell_markdown
+from corewarding.pipeline.run_summary import CellFailed, CellReport, cell_markdown
 from corewarding.pipeline.store import sharing
 from corewarding.pipeline.versions import check_same, code_version, config_hash
 from corewarding.schemas import ConfigError, without_values

@@ -27,7 +27,7 @@ from prefect.states import Cancelled, Cancelling, Crashed, State
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.jobs import CellJob, cell_job
 from corewarding.pipeline.pool_key import load_keys
-from corewarding.pipeline.report import CellFailed, CellReport
+from corewarding.pipeline.run_summary import CellFailed, CellReport
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.store import sharing
 from corewarding.pipeline.store.leases import LeaseWatch

@@ -19,7 +19,7 @@ from corewarding.pipeline import alerts, dvc, steps
 from corewarding.pipeline import audit as audits
 from corewarding.pipeline.cells import CellPlan, Selection, plan_cell, plan_cells
 from corewarding.pipeline.jobs import CellJob
-from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
+from corewarding.pipeline.run_summary import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, io_retries
 from corewarding.pipeline.store import sharing
 

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.matrix import load_matrix
-from corewarding.results import store, synthetic
+from corewarding.results import synthetic
 from corewarding.results.collapse import collapse_events, detect_collapse
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store import store
 from dashboard import queries
 
 AMC_WRONG = queries.SampleFilter(benchmarks=("AMC",), strict=False)

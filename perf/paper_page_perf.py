@@ -18,7 +18,7 @@ import duckdb
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 from dashboard import queries
 
 

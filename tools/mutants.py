@@ -74,7 +74,7 @@ GROUPS: dict[str, list[str]] = {
             )
         ),
         f"{R}.claims.x_claim_weights__*",
-        f"{R}.claims.x_decide__*",
+        f"{R}.claim_rule.x_decide__*",
         f"{R}.claims.x__compare__*",
         f"{R}.claims.x__stable__*",
         f"{R}.claims.x_evaluate_claims__*",

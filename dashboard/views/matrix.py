@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.matrix import Cell, hub_repo_id, load_matrix
-from corewarding.results.attempts import failure_note
+from corewarding.results.ingest.attempts import failure_note
 from dashboard.common import plain, query, require_store, table, visible_frame
 from dashboard.released_table import hub_note
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from corewarding.results.cell_verdicts import INTERVAL_RULE, MEANINGS
 from corewarding.results.reference import V3_NOT_AVAILABLE
-from corewarding.results.report import build_report
+from corewarding.results.report.build import build_report
 from dashboard.common import db_path, method_scale, query, require_store, table
 from dashboard.released_table import SUBHEADER, released_table
 

@@ -12,8 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from corewarding.methods import reward_unit
-from corewarding.results.attempts import failure_note
 from corewarding.results.collapse import CollapseRules, collapse_events
+from corewarding.results.ingest.attempts import failure_note
 from dashboard.chart_controls import export_buttons, y_axis_choices
 from dashboard.common import (
     UNITS_HELP,

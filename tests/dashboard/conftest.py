@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

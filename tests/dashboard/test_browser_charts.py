@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 from dashboard.common import METHOD_COLOURS
 from tests.dashboard.test_browser_panels import wheel_until
 from tests.support.browser import chromium_browser, screenshots_dir, shoot

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 from dashboard.common import METHOD_COLOURS
 from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server

@@ -16,7 +16,7 @@ import pytest
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.preview import ingest_preview
+from corewarding.results.synthetic.preview import ingest_preview
 from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 from tests.support.browser import chromium_browser, screenshots_dir, shoot
 from tests.support.net import dashboard_server
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from corewarding.results.attempts import CellAttempt, record_attempt
-from corewarding.results.ingest import ingest
-from corewarding.results.report import FAILED, build_report
-from corewarding.results.store import writer
+from corewarding.results.ingest.attempts import CellAttempt, record_attempt
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.report.build import build_report
+from corewarding.results.report.collect import FAILED
+from corewarding.results.store.store import writer
 from tests.support.apptest import render
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 from dashboard.common import METHOD_COLOURS
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from corewarding.results import store
+from corewarding.results.store import store
 from dashboard import queries
 
 

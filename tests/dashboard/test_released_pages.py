@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from corewarding.results.store import writer
+from corewarding.results.store.store import writer
 from dashboard.common import plain
 from dashboard.released_table import SUBHEADER
 from tests.support import released_store

@@ -11,7 +11,7 @@ import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
-from corewarding.results.report import build_report
+from corewarding.results.report.build import build_report
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 

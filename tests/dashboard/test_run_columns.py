@@ -13,8 +13,8 @@ import pytest
 import yaml
 from streamlit.testing.v1 import AppTest
 
-from corewarding.results.ingest import ingest
-from corewarding.results.store import reader
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store.store import reader
 from dashboard import queries, run_columns
 from dashboard.config_diff import ABSENT
 from dashboard.run_columns import Choice, Column, Filter

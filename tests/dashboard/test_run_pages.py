@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from corewarding.matrix import Cell
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
-from corewarding.results.store import writer
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store.store import writer
 from dashboard.config_diff import config_diff
 from tests.support.apptest import render
 

@@ -13,8 +13,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from corewarding.methods import reward_unit
-from corewarding.results.ingest import ingest
-from corewarding.results.store import reader, writer
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store.store import reader, writer
 from dashboard import queries
 from dashboard.common import plain
 from tests.support.apptest import render

@@ -21,9 +21,9 @@ from corewarding.evaluation.targets import HUB_FILES
 from corewarding.matrix import hub_repo_id
 from corewarding.pipeline.audit import ReauditFailed, audit_cell
 from corewarding.pipeline.cells import CellPlan, plan_cell
-from corewarding.pipeline.report import CellReport, PipelineReport, format_report
-from corewarding.results.ingest import ingest
-from corewarding.results.released import read_record
+from corewarding.pipeline.run_summary import CellReport, PipelineReport, format_report
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.released import read_record
 from corewarding.run_folder import AUDIT_FAILURE, AUDIT_RECORD, released_dir
 from corewarding.tiny.data import write_tiny_dataset
 from corewarding.tiny.model import build_tiny_model

@@ -156,7 +156,7 @@ def test_every_checkpoint_step_of_a_run(tiny_model: Path, tmp_path: Path, capsys
     assert len(set(revisions.values())) == 3  # base, step 2 and step 4 are different weights
 
     # the results store takes them as they are
-    from corewarding.results.ingest import ingest
+    from corewarding.results.ingest.ingestion import ingest
 
     db = tmp_path / "results.duckdb"
     ingest(db, [runs])

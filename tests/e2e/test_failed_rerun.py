@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from corewarding.pipeline.cells import plan_cell
-from corewarding.results.attempts import failed_cells
-from corewarding.results.report import FAILED, build_report
-from corewarding.results.store import reader
+from corewarding.results.ingest.attempts import failed_cells
+from corewarding.results.report.build import build_report
+from corewarding.results.report.collect import FAILED
+from corewarding.results.store.store import reader
 from corewarding.training.common import training_config_hash
 from tests.support.repo import clone_project
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
-from corewarding.results import ledger, store
-from corewarding.results.ingest import ingest
+from corewarding.results import ledger
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store import store
 from corewarding.training.local.trainer import train
 
 

@@ -10,8 +10,8 @@ import pytest
 from corewarding.config import compose_config
 from corewarding.cpu import cpu_record
 from corewarding.files import file_sha256
-from corewarding.results import store
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store import store
 from corewarding.training import run_record
 from corewarding.training.local.trainer import train
 

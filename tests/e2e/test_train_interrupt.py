@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from corewarding.config import compose_config
-from corewarding.results.ingest import ingest
-from corewarding.results.store import reader
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store.store import reader
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from corewarding.results import schema
+from corewarding.results.store import schema
 
 
 def store_at_version(db: Path, version: int) -> duckdb.DuckDBPyConnection:

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from corewarding.results import schema
+from corewarding.results.store import schema
 from corewarding.settings_diff import settings_json, settings_key
 
 GT, C3 = "gt_grpo__qwen3-4b-base__math", "co_rewarding_3__qwen3-4b-base__math"

@@ -20,9 +20,9 @@ from corewarding.pipeline.audit import ReleasedUnavailable, fetch_released
 from corewarding.pipeline.audit_plan import estimate
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
-from corewarding.pipeline.report import CellReport, PipelineReport, format_report
+from corewarding.pipeline.run_summary import CellReport, PipelineReport, format_report
 from corewarding.pipeline.settings import load_settings
-from corewarding.results.released import ReleasedRecord
+from corewarding.results.ingest.released import ReleasedRecord
 from tests.support.hub_server import HubServer
 
 

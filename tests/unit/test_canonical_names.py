@@ -17,10 +17,12 @@ from corewarding.cli.main import main
 from corewarding.config import config_dir
 from corewarding.evaluation.eval_config import expand_benchmarks
 from corewarding.matrix import Cell, parse_cell_id
-from corewarding.results import claims, evaluation, read, released_read
-from corewarding.results.claims import HOLDS, Claim, evaluate_claims, load_claims
-from corewarding.results.evaluation import EvalFileError
-from corewarding.results.ingest import ensure_reference
+from corewarding.results import claim_scores, read, released_read
+from corewarding.results.claim_rule import HOLDS
+from corewarding.results.claims import Claim, evaluate_claims, load_claims
+from corewarding.results.ingest import evaluation
+from corewarding.results.ingest.evaluation import EvalFileError
+from corewarding.results.ingest.ingestion import ensure_reference
 from corewarding.results.names import (
     CANONICAL,
     PAPER_BENCHMARKS,
@@ -31,7 +33,7 @@ from corewarding.results.names import (
     name_sql,
 )
 from corewarding.results.reference import REFERENCE_CSV, load_reference
-from corewarding.results.store import reader, writer
+from corewarding.results.store.store import reader, writer
 from dashboard import queries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +172,7 @@ def test_every_reader_matches_the_stored_spellings(tmp_path: Path) -> None:
     db = _old_store(tmp_path)
     c2_old = _run_id("co_rewarding_2", 2)  # stored as Math-500
     with reader(db) as con:
-        claimed = claims.problem_scores(con, [Cell("co_rewarding_2", *ROWS[0])], "MATH500", "math_verify")
+        claimed = claim_scores.problem_scores(con, [Cell("co_rewarding_2", *ROWS[0])], "MATH500", "math_verify")
         scores = claimed.loc[claimed["run_id"] == c2_old, "score"].to_numpy()
         table = read.paper_comparison(con, "Table 1", "math_verify")
         released = released_read.released_comparison(con, None, "math_verify")

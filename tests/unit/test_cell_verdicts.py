@@ -14,9 +14,9 @@ import pytest
 from corewarding.matrix import Cell
 from corewarding.results import cell_verdicts
 from corewarding.results.cell_verdicts import OUTSIDE, UNDECIDED, WITHIN
-from corewarding.results.ingest import ensure_reference
+from corewarding.results.ingest.ingestion import ensure_reference
 from corewarding.results.read import paper_comparison
-from corewarding.results.store import reader, writer
+from corewarding.results.store.store import reader, writer
 
 Z = 1.959963984540054  # the 97.5% normal quantile
 T2 = 4.302652729749462  # the 97.5% t quantile at 2 degrees of freedom

@@ -12,19 +12,11 @@ import pytest
 
 from corewarding.config import config_dir
 from corewarding.matrix import Cell
-from corewarding.results.claims import (
-    FAILS,
-    HOLDS,
-    UNDECIDED,
-    Claim,
-    ClaimResult,
-    ClaimsError,
-    evaluate_claims,
-    load_claims,
-)
-from corewarding.results.ingest import ensure_reference
-from corewarding.results.report import build_report
-from corewarding.results.store import reader, writer
+from corewarding.results.claim_rule import FAILS, HOLDS, UNDECIDED
+from corewarding.results.claims import Claim, ClaimResult, ClaimsError, evaluate_claims, load_claims
+from corewarding.results.ingest.ingestion import ensure_reference
+from corewarding.results.report.build import build_report
+from corewarding.results.store.store import reader, writer
 
 ROWS = (("qwen3-8b-base", "math"),)
 PROBLEMS = 200

@@ -14,8 +14,9 @@ import pytest
 
 from corewarding.matrix import Cell
 from corewarding.results.calibration import Setting, calibrate, designed_effect, simulate, weights
-from corewarding.results.claims import Claim, decide, evaluate_claims
-from corewarding.results.store import reader, writer
+from corewarding.results.claim_rule import decide
+from corewarding.results.claims import Claim, evaluate_claims
+from corewarding.results.store.store import reader, writer
 
 SEEDS, RATIOS = (2, 3, 5, 10), (0.1, 1.0, 10.0)
 SETTINGS = list(itertools.product(SEEDS, RATIOS))

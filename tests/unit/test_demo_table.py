@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corewarding.pipeline.report import CellReport, PipelineReport, format_report, reward_unit
+from corewarding.pipeline.run_summary import CellReport, PipelineReport, format_report, reward_unit
 from corewarding.run_folder import EVAL_METRICS
 
 

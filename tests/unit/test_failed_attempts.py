@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.pipeline.report import CellReport, PipelineReport, format_report
-from corewarding.results import schema
-from corewarding.results.attempts import CellAttempt, failed_cells, failure_note, record_attempt
-from corewarding.results.store import reader, writer
+from corewarding.pipeline.run_summary import CellReport, PipelineReport, format_report
+from corewarding.results.ingest.attempts import CellAttempt, failed_cells, failure_note, record_attempt
+from corewarding.results.store import schema
+from corewarding.results.store.store import reader, writer
 
 CELL = "gt_grpo__tiny__tiny"
 

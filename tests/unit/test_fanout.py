@@ -14,7 +14,7 @@ from prefect.states import Completed, Crashed, Running
 
 from corewarding.pipeline.cells import plan_cells
 from corewarding.pipeline.jobs import cell_job
-from corewarding.pipeline.report import CellReport
+from corewarding.pipeline.run_summary import CellReport
 from corewarding.pipeline.settings import load_settings
 from corewarding.pipeline.store import sharing
 from corewarding.runtime.prefect_session import prefect_api

@@ -12,10 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from corewarding.config import compose_config
-from corewarding.results import ledger, schema, store
-from corewarding.results.ingest import ingest
-from corewarding.results.report import build_report
-from corewarding.results.runs import RunFolderError
+from corewarding.results import ledger
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.run_folders import RunFolderError
+from corewarding.results.report.build import build_report
+from corewarding.results.store import schema, store
 from corewarding.training import run_record
 from tests.support.old_store import store_at_version
 

@@ -39,7 +39,7 @@ _PROBE = textwrap.dedent(
     if argv[0] == "--fake-flow":
         argv = argv[1:]
         from corewarding.cli import audit_run, pipeline_commands
-        from corewarding.pipeline.report import CellReport, PipelineReport
+        from corewarding.pipeline.run_summary import CellReport, PipelineReport
 
         def flow(**kwargs):
             print("noise from print")

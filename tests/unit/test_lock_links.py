@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from corewarding.cli import main
-from corewarding.results.store import LockFileError, writer
+from corewarding.results.store.store import LockFileError, writer
 from corewarding.run_folder import LOCK
 from corewarding.training.errors import RunWriteError
 from corewarding.training.local.run_lock import run_lock

@@ -27,7 +27,8 @@ from corewarding.results.cell_verdicts import (
     steps_text,
     verdict_of,
 )
-from corewarding.results.claims import FAILS, HOLDS, Claim, ClaimResult, evaluate_claims
+from corewarding.results.claim_rule import FAILS, HOLDS
+from corewarding.results.claims import Claim, ClaimResult, evaluate_claims
 from corewarding.results.collapse import CollapseRules
 from corewarding.results.seed_variance import (
     BORROWED,
@@ -102,7 +103,7 @@ def test_claim_cells() -> None:
 
 
 def runs_frame(rows: list[tuple[str, str, float | None]]) -> pd.DataFrame:
-    """What claims._latest_runs returns: run_id, cell_id, cell (seed 0's id), last_step."""
+    """What claim_scores.latest_runs returns: run_id, cell_id, cell (seed 0's id), last_step."""
     return pd.DataFrame(
         [(run, cell, cell.split("__seed")[0], step) for run, cell, step in rows],
         columns=["run_id", "cell_id", "cell", "last_step"],
@@ -120,7 +121,7 @@ def fake_stable(monkeypatch: pytest.MonkeyPatch, runs: pd.DataFrame, events: lis
         calls.append(("events", inputs, rules))
         return pd.DataFrame(events, columns=["run_id", "step"])
 
-    monkeypatch.setattr(claims, "_latest_runs", lambda con, cells: runs)
+    monkeypatch.setattr(claims, "latest_runs", lambda con, cells: runs)
     monkeypatch.setattr(claims, "collapse_inputs", collapse_inputs)
     monkeypatch.setattr(claims, "collapse_events", collapse_events)
     return calls

@@ -12,10 +12,10 @@ import pytest
 from corewarding.cli import main
 from corewarding.config import ConfigError, config_dir
 from corewarding.matrix import is_plain_name, load_matrix
-from corewarding.results import store
-from corewarding.results.ingest import ingest
-from corewarding.results.released import AuditRecordError
-from corewarding.results.runs import RunFolderError
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.released import AuditRecordError
+from corewarding.results.ingest.run_folders import RunFolderError
+from corewarding.results.store import store
 
 ODD = {
     "bidi override": "gt_grpo\u202e__tiny__tiny",

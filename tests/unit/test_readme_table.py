@@ -11,7 +11,7 @@ import pytest
 from corewarding.cpu import cpu_fields, cpu_record
 from corewarding.matrix import load_matrix
 from corewarding.pipeline.readme_table import RowDifference, check, compare, find_table, main
-from corewarding.pipeline.report import CellReport, PipelineReport, format_report, plain_table
+from corewarding.pipeline.run_summary import CellReport, PipelineReport, format_report, plain_table
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = ["cell", "train", "mean reward", "label acc", "evaluation (newest step, 95% CI)"]

@@ -16,9 +16,9 @@ import pytest
 from corewarding.cli import main
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
-from corewarding.results.report import build_report
-from corewarding.results.store import writer
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.report.build import build_report
+from corewarding.results.store.store import writer
 
 BENCHMARKS = ("MATH500", "GSM8K", "AMC", "LCB", "CRUX", "IFEval", "MMLU-Pro")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.results.report import build_report
-from corewarding.results.report_released import TITLE
-from corewarding.results.store import writer
+from corewarding.results.report.build import build_report
+from corewarding.results.report.released import TITLE
+from corewarding.results.store.store import writer
 from tests.support import released_store
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from corewarding.cli import main
 from corewarding.matrix import load_matrix
-from corewarding.results import schema, synthetic
+from corewarding.results import synthetic
+from corewarding.results.store import schema
 
 
 def test_ingest_info_and_a_second_ingest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

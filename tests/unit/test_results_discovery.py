@@ -11,9 +11,12 @@ import pandas as pd
 import pytest
 
 from corewarding.matrix import Cell, hub_repo_id, load_matrix
-from corewarding.results import schema, store, synthetic
-from corewarding.results.ingest import IngestSummary, ingest, ingest_run
-from corewarding.results.runs import find_run_dirs
+from corewarding.results import synthetic
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.run_folders import find_run_dirs
+from corewarding.results.ingest.run_rows import ingest_run
+from corewarding.results.ingest.sources import IngestSummary
+from corewarding.results.store import schema, store
 
 SPEC = synthetic.SyntheticSpec(steps=6, eval_every=3, test_freq=3, samples_per_benchmark=8)
 CELL = load_matrix("paper").cells[0]
@@ -50,7 +53,7 @@ def test_publish_copies_and_demo_runs_are_ingested_once(
     mirror = tmp_path / "mirror" / "runs"  # the same run pulled from the shared store: same run.json
     shutil.copytree(runs_dir / CELL.cell_id, mirror / CELL.cell_id, ignore=shutil.ignore_patterns("publish"))
     db = tmp_path / "r.duckdb"
-    with caplog.at_level(logging.WARNING, "corewarding.results.ingest"):
+    with caplog.at_level(logging.WARNING, "corewarding.results.ingest.run_rows"):
         summary = ingest(db, [runs_dir, runs_dir / "demo"], run_dirs=[mirror / CELL.cell_id])
     assert summary.runs == 2 and summary.duplicates == [str((mirror / CELL.cell_id).resolve())]
     assert summary.to_dict()["duplicates_skipped"] == 1 and "a copy of run" in caplog.text

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from corewarding.cli import main
-from corewarding.results.store import writer
+from corewarding.results.store.store import writer
 from tests.support.damaged_store import damage, data_block
 
 

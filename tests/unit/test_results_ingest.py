@@ -9,12 +9,12 @@ import duckdb
 import pandas as pd
 import pytest
 
-from corewarding.results import store
-from corewarding.results.evaluation import EvalFileError
-from corewarding.results.ingest import ingest
-from corewarding.results.quality import QualityReportError
-from corewarding.results.released import AuditRecordError
-from corewarding.results.runs import RunFolderError
+from corewarding.results.ingest.evaluation import EvalFileError
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.quality import QualityReportError
+from corewarding.results.ingest.released import AuditRecordError
+from corewarding.results.ingest.run_folders import RunFolderError
+from corewarding.results.store import store
 
 CONFIG = """backend: local
 method: {name: majority_voting}

@@ -11,8 +11,9 @@ import duckdb
 import pytest
 
 from corewarding.matrix import load_matrix
-from corewarding.results import schema, store, synthetic
-from corewarding.results.ingest import ingest
+from corewarding.results import synthetic
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store import schema, store
 from tests.support.old_store import store_at_version
 
 KEYS = {  # table -> the columns that identify a row
@@ -89,7 +90,7 @@ def test_parallel_writer_processes_neither_lose_nor_duplicate_rows(tmp_path: Pat
     subsets = [folders[:4], folders[2:], folders[::2], folders]  # overlapping: the same runs from several writers
     cli = [sys.executable, "-m", "corewarding.cli", "results", "ingest", "--db", str(db), "--data-dir", str(data)]
     reader_loop = (
-        "import sys, time\nfrom corewarding.results import store\nend = time.time() + 6\nn = 0\n"
+        "import sys, time\nfrom corewarding.results.store import store\nend = time.time() + 6\nn = 0\n"
         "while time.time() < end:\n"
         "    try:\n        with store.reader(sys.argv[1]) as con: con.execute('SELECT count(*) FROM runs').fetchall()\n"
         "    except FileNotFoundError: pass\n    n += 1\nprint(n)\n"

@@ -21,9 +21,10 @@ from corewarding.evaluation.harness import evaluate_targets
 from corewarding.evaluation.targets import Target
 from corewarding.files import write_parquet_atomic
 from corewarding.matrix import Cell
-from corewarding.results import schema, store, synthetic
+from corewarding.results import synthetic
 from corewarding.results.checker_versions import sample_checker_versions
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.store import schema, store
 from corewarding.rows import make_row
 from tests.support.old_store import store_at_version
 from tests.unit.evaluation.test_harness_metrics import GOLDS, ScriptedGenerator

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from corewarding.pipeline.report import CellReport
+from corewarding.pipeline.run_summary import CellReport
 from corewarding.pipeline.store.local_disk import LocalDisk
 from corewarding.pipeline.store.run_files import MAX_DEPTH
 from corewarding.pipeline.store.sharing import read_cell_report, write_cell_report

@@ -15,8 +15,8 @@ import pytest
 
 from corewarding.matrix import load_matrix
 from corewarding.results import synthetic
-from corewarding.results.ingest import ingest
-from corewarding.results.runs import find_run_dirs
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.run_folders import find_run_dirs
 from tests.support.damaged_store import damage, data_block, full_scan, index_blocks
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -94,7 +94,7 @@ def test_a_file_that_is_not_duckdb_stops_ingest_and_report(stored: tuple[Path, P
 
 
 HOLD = """import sys, time
-from corewarding.results import store
+from corewarding.results.store import store
 with store.writer(sys.argv[1]):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -136,7 +136,7 @@ def test_a_waiting_writer_names_the_holder_then_gives_up(stored: tuple[Path, Pat
 
 
 HOLD_UNTIL_TOLD = """import sys
-from corewarding.results import store
+from corewarding.results.store import store
 with store.writer(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.readline()

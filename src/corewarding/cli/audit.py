@@ -12,7 +12,7 @@ import argparse
 from corewarding.cli.lazy import handler
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Register ``audit``."""
     audit = sub.add_parser(
         "audit",

@@ -19,7 +19,7 @@ from corewarding.matrix import Cell, Matrix, load_matrix
 from corewarding.pipeline.audit import AUDIT_STEP
 from corewarding.pipeline.audit_plan import as_rows, estimate, format_estimate
 from corewarding.pipeline.cells import check_selection
-from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+from corewarding.pipeline.run_summary import PipelineFailed, PipelineReport, format_report
 from corewarding.runtime.pool_checks import check_job_overrides, check_pipeline, require_api_url, require_pool_key
 from corewarding.runtime.prefect_session import prefect_api
 
@@ -63,7 +63,7 @@ def _checked(
     configs composed with the evaluation overrides: a typo fails here as one line, before Prefect starts."""
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
-    settings = load_settings(**kwargs)  # type: ignore[arg-type]
+    settings = load_settings(**kwargs)  # type: ignore[arg-type]  # kwargs: load_settings' keywords, from the flags
     matrix = load_matrix(settings.selection.matrix)
     cells = check_selection(matrix, settings.selection, selection_labels(args))
     names = expand_benchmarks(settings.audit_benchmarks or matrix.eval_benchmarks)
@@ -120,7 +120,7 @@ def _run_flow(kwargs: dict[str, object]) -> tuple[int, PipelineReport]:
     from flows.pipeline import pipeline  # prefect: imported when used
 
     try:
-        result = pipeline(**kwargs)  # type: ignore[arg-type]
+        result = pipeline(**kwargs)
         report, code = PipelineReport.from_dict(result), 0
     except PipelineFailed as failed:
         report, code = failed.report, 1

@@ -10,6 +10,7 @@ from typing import Any
 
 from corewarding.cli.output import print_json, stdout_to_stderr
 from corewarding.config import config_dir
+from corewarding.eval_rows import PREFERRED_CHECKERS
 from corewarding.matrix import matrix_of
 
 MATRIX_FOR_COST = "paper_v3"  # the matrix whose configs price a missing cell when no other holds it
@@ -61,7 +62,12 @@ def format_claims(rows: list[dict[str, Any]]) -> str:
 
 def _claims(args: argparse.Namespace) -> int:
     from corewarding.results.claims import ClaimsError, evaluate_claims, load_claims  # duckdb: imported when used
-    from corewarding.results.store import StoreBusyError, StoreDamagedError, default_db, reader  # duckdb: when used
+    from corewarding.results.store.store import (  # duckdb: when used
+        StoreBusyError,
+        StoreDamagedError,
+        default_db,
+        reader,
+    )
 
     db = Path(args.db) if args.db else default_db()
     try:
@@ -95,7 +101,7 @@ def add_subcommands(sub: Any) -> None:
         "--db", default=None, help="the results store (default: $COREWARDING_RESULTS_DB, else results/)"
     )
     claims.add_argument("--file", default=None, help="a claims file (default: configs/claims.yaml)")
-    claims.add_argument("--checker", default="math_verify", choices=["math_verify", "strict"])
+    claims.add_argument("--checker", default="math_verify", choices=list(PREFERRED_CHECKERS))
     claims.add_argument(
         "--json", action="store_true", help="one JSON list of the claims' results on stdout; the text goes to stderr"
     )

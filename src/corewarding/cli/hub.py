@@ -84,7 +84,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retries", type=int, default=4, help="retries of a Hub call on 5xx/429/dropped connections")
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Add ``publish`` and ``publish-data`` to the top-level parser."""
     publish = sub.add_parser(
         "publish",

@@ -33,7 +33,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("demo", (("demo", "train all seven methods on the tiny model and data on CPU"),)),
     ("results", (
         ("results", "the DuckDB results store"),
-        ("report", "write a self-contained HTML report of paper vs reproduced numbers"),
+        ("report", "write the reproduction report: one self-contained HTML file of paper vs reproduced numbers"),
         ("dashboard", "the Streamlit dashboard over the results store (read-only)"),
     )),
     ("claims", (("claims", "check the paper's claims (configs/claims.yaml) on the stored runs"),)),

@@ -10,16 +10,17 @@ import sys
 from pathlib import Path
 
 from corewarding import CHECKOUT
+from corewarding.eval_rows import PREFERRED_CHECKERS
 from corewarding.files import atomic_path
 from corewarding.matrix import load_matrix
-from corewarding.results.quality import QualityReportError
+from corewarding.results.ingest.quality import QualityReportError
 
 DB_HELP = "the DuckDB store (default: $COREWARDING_RESULTS_DB or results/results.duckdb)"
 APP = CHECKOUT / "dashboard" / "app.py"
 
 
 def _db(args: argparse.Namespace) -> Path:
-    from corewarding.results.store import default_db  # duckdb: imported when used
+    from corewarding.results.store.store import default_db  # duckdb: imported when used
 
     return Path(args.db) if args.db else default_db()
 
@@ -30,12 +31,12 @@ def _fail(message: object) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from corewarding.results.evaluation import EvalFileError  # duckdb: imported when used
-    from corewarding.results.ingest import StoreFullError, ingest  # duckdb: imported when used
-    from corewarding.results.released import AuditRecordError  # duckdb: imported when used
-    from corewarding.results.runs import RunFolderError  # pandas: imported when used
-    from corewarding.results.schema import SchemaError  # duckdb: imported when used
-    from corewarding.results.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
+    from corewarding.results.ingest.evaluation import EvalFileError  # duckdb: imported when used
+    from corewarding.results.ingest.ingestion import StoreFullError, ingest  # duckdb: imported when used
+    from corewarding.results.ingest.released import AuditRecordError  # duckdb: imported when used
+    from corewarding.results.ingest.run_folders import RunFolderError  # pandas: imported when used
+    from corewarding.results.store.schema import SchemaError  # duckdb: imported when used
+    from corewarding.results.store.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
 
     errors = (RunFolderError, QualityReportError, EvalFileError, SchemaError, StoreBusyError, StoreDamagedError,
               AuditRecordError)  # fmt: skip
@@ -44,7 +45,7 @@ def _ingest(args: argparse.Namespace) -> int:
     roots = [Path(p) for p in args.runs or ([] if named else [p for p in [Path("runs")] if p.is_dir()])]
     data = [Path(p) for p in args.data_dir or ([] if named else [p for p in [Path("data")] if p.is_dir()])]
     if args.db is None:  # the real store: a preview's synthetic runs go to their own (results synthetic)
-        from corewarding.results.preview import synthetic_runs  # duckdb: imported when used
+        from corewarding.results.synthetic.preview import synthetic_runs  # duckdb: imported when used
 
         found = synthetic_runs(roots, [Path(p) for p in args.run_dir])
         if found:
@@ -64,8 +65,8 @@ def _info(args: argparse.Namespace) -> int:
     truncated or not DuckDB at all is one ``error:`` line and exit 2, never counts read from half a file."""
     import duckdb  # duckdb: imported when used
 
-    from corewarding.results.schema import SchemaError  # duckdb: imported when used
-    from corewarding.results.store import (  # duckdb: imported when used
+    from corewarding.results.store.schema import SchemaError  # duckdb: imported when used
+    from corewarding.results.store.store import (  # duckdb: imported when used
         StoreBusyError,
         StoreDamagedError,
         first_line,
@@ -78,7 +79,7 @@ def _info(args: argparse.Namespace) -> int:
             tables = [
                 r[0] for r in con.execute("SELECT table_name FROM information_schema.tables ORDER BY 1").fetchall()
             ]
-            counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}  # type: ignore[index]
+            counts = {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for t in tables}
     except SchemaError as exc:
         return _fail(f"{_db(args)}: {exc}")
     except (StoreDamagedError, StoreBusyError) as exc:
@@ -90,8 +91,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _synthetic(args: argparse.Namespace) -> int:
-    from corewarding.results.preview import ingest_preview  # duckdb: imported when used
     from corewarding.results.synthetic import SyntheticSpec, write_result_set  # pandas: imported when used
+    from corewarding.results.synthetic.preview import ingest_preview  # duckdb: imported when used
 
     spec = SyntheticSpec(steps=args.steps, samples_per_benchmark=args.samples)
     cells = list(dict.fromkeys(c for name in args.matrix or ["paper"] for c in load_matrix(name).cells))
@@ -105,7 +106,7 @@ def _synthetic(args: argparse.Namespace) -> int:
 
 
 def _forget_synthetic(args: argparse.Namespace) -> int:
-    from corewarding.results.preview import forget_synthetic  # duckdb: imported when used
+    from corewarding.results.synthetic.preview import forget_synthetic  # duckdb: imported when used
 
     db = _db(args)
     if not db.is_file():
@@ -118,9 +119,10 @@ def _report(args: argparse.Namespace) -> int:
     """Write the reproduction report of a matrix as one HTML file (atomically: a reader never sees half of it)."""
     import duckdb  # duckdb: imported when used
 
-    from corewarding.results.report import ReportError, build_report, report_matrix  # duckdb: imported when used
-    from corewarding.results.schema import SchemaError  # duckdb: imported when used
-    from corewarding.results.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
+    from corewarding.results.report.build import build_report, report_matrix  # duckdb: imported when used
+    from corewarding.results.report.collect import ReportError  # duckdb: imported when used
+    from corewarding.results.store.schema import SchemaError  # duckdb: imported when used
+    from corewarding.results.store.store import StoreBusyError, StoreDamagedError  # duckdb: imported when used
 
     db = _db(args)
     try:
@@ -185,7 +187,7 @@ def _dashboard(args: argparse.Namespace) -> int:
     os.execve(sys.executable, command, {**os.environ, "COREWARDING_RESULTS_DB": str(db)})
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Add ``results``, ``report`` and ``dashboard`` to the top-level parser."""
     results = sub.add_parser("results", help="the DuckDB results store").add_subparsers(dest="action", required=True)
     ingest = results.add_parser("ingest", help="ingest run folders and data-quality reports (idempotent)")
@@ -238,13 +240,15 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     forget.add_argument("--db", default=None, help=DB_HELP)
     forget.set_defaults(func=_forget_synthetic)
 
-    report = sub.add_parser("report", help="write a self-contained HTML report of paper vs reproduced numbers")
+    report = sub.add_parser(
+        "report", help="write the reproduction report: one self-contained HTML file of paper vs reproduced numbers"
+    )
     report.add_argument(
         "--matrix", default=None, help="the matrix whose cells the report covers (default: the stored runs' matrix)"
     )
     report.add_argument("--db", default=None, help=DB_HELP)
     report.add_argument("--out", default=None, help="the HTML file (default: results/report-<matrix>.html)")
-    report.add_argument("--checker", default="math_verify", choices=["math_verify", "strict"])
+    report.add_argument("--checker", default="math_verify", choices=list(PREFERRED_CHECKERS))
     report.add_argument(
         "--policy", default="latest", choices=["latest", "best"], help="which checkpoint of each run is compared"
     )

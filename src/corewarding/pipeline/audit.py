@@ -27,9 +27,9 @@ from corewarding.evaluation.targets import Target, resolve_hub_model
 from corewarding.files import write_json_atomic
 from corewarding.matrix import hub_repo_id
 from corewarding.pipeline.cells import CellPlan
-from corewarding.pipeline.report import AUDIT_STEP
+from corewarding.pipeline.run_summary import AUDIT_STEP
 from corewarding.pipeline.steps import StepResult
-from corewarding.results.released import AuditRecordError, ReleasedRecord, read_record
+from corewarding.results.ingest.released import AuditRecordError, ReleasedRecord, read_record
 from corewarding.run_folder import AUDIT_FAILURE, AUDIT_RECORD, released_dir
 
 log = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ warns with each row that differs, column by column, README's value first. It nev
 with the CPU and the library builds, so a warning also names this machine's CPU (``/proc/cpuinfo``'s model name and
 vector-instruction flags; no other field is read).
 
-A table is ``plain_table``'s (``report.py``): a header line, a rule of dash runs two spaces apart, then one line per
-row, keyed by its first column. Each column starts where its dash run starts, so cells may hold spaces.
+A table is ``plain_table``'s (``run_summary.py``): a header line, a rule of dash runs two spaces apart, then one line
+per row, keyed by its first column. Each column starts where its dash run starts, so cells may hold spaces.
 
 >>> table = find_table("cell  value\\n----  -----\\nx     0.5 [0.1, 0.9]\\n\\nA note.")
 >>> table.rows["x"]["value"]

@@ -107,7 +107,7 @@ class PipelineFailed(RuntimeError):
 
 def _training_summary(run_dir: Path) -> dict[str, Any]:
     """Means over the training steps (as the demo's table), read with the results store's metrics reader."""
-    from corewarding.results.runs import read_metrics  # pandas: imported when used
+    from corewarding.results.ingest.runs import read_metrics  # pandas: imported when used
 
     path = metrics_file(run_dir)
     if not path.is_file():

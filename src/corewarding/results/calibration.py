@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from corewarding.results.claims import FAILS, HOLDS, decide
+from corewarding.results.claim_rule import FAILS, HOLDS, decide
 from corewarding.results.seed_variance import POWER, planned_df, power
 
 LAYOUTS = ("own", "borrowed", "mismatched")

@@ -23,6 +23,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from corewarding.eval_rows import PREFERRED_CHECKERS, verdict_column
 from corewarding.results.names import key_sql, name_sql
 from corewarding.results.seed_variance import (
     DIFFERS,
@@ -40,7 +41,7 @@ from corewarding.results.seed_variance import (
 
 Con = duckdb.DuckDBPyConnection
 BASE_MODEL = "problems (base model: no training seed)"
-SAMPLED_CHECKERS = {"math_verify": "correct_math_verify", "strict": "correct_strict"}
+SAMPLED_CHECKERS = {c: verdict_column(c) for c in PREFERRED_CHECKERS}  # checker -> its sample column
 PolicyKey = tuple[str, str, str, str, str]  # method, base_model, dataset, benchmark_key, metric
 Pooled = dict[tuple[str, str, str, str], Lent]  # (method, lending group, benchmark_key, metric) -> lent variance
 

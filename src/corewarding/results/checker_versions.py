@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import duckdb
 
 from corewarding.results import names
-from corewarding.results.evaluation import SAMPLE_CHECKERS
+from corewarding.results.ingest.evaluation import SAMPLE_CHECKERS
 
 
 def sample_checker_versions(

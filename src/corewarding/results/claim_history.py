@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 
 from corewarding.results.claims import ClaimResult, evaluate_claims, load_claims
-from corewarding.results.ingest import transaction
-from corewarding.results.store import writer
+from corewarding.results.ingest.sources import transaction
+from corewarding.results.store.store import writer
 
 
 @dataclass(frozen=True)

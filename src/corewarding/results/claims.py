@@ -7,7 +7,8 @@ step, per problem the mean over samples of the checker's verdict, then over prob
 t interval at the Welch-Satterthwaite degrees of freedom of the cells' variances, each as ``seed_variance`` says:
 from its seeds with two or more; with one seed, lent by the claim's cells of the same method, model family and size
 (named with their degrees of freedom), or problems only, in which case the claim stays undecided. The rule is
-calibrated by simulation (``calibration``). A ``stable`` claim reads the store's collapse rules up to a step.
+calibrated by simulation (``calibration``). A ``stable`` claim reads the store's collapse rules up to a step. The
+compare rule itself is ``claim_rule`` (pure), the store reads behind it ``claim_scores``.
 """
 
 from __future__ import annotations
@@ -25,26 +26,14 @@ import pandas as pd
 from corewarding.matrix import Cell
 from corewarding.results.cell_verdicts import SAMPLED_CHECKERS
 from corewarding.results.checker_versions import sample_checker_versions
+from corewarding.results.claim_rule import FAILS, HOLDS, UNDECIDED, decide
+from corewarding.results.claim_scores import latest_runs, lender_cells, problem_scores
 from corewarding.results.collapse import CollapseRules, collapse_events
-from corewarding.results.names import benchmark_key, key_sql
+from corewarding.results.names import benchmark_key
 from corewarding.results.read import collapse_inputs
-from corewarding.results.seed_variance import (
-    BORROWED,
-    POWER,
-    PROBLEMS_ONLY,
-    SEEDS_AND_PROBLEMS,
-    Lent,
-    cell_spread,
-    lend,
-    lending_group,
-    problem_variance,
-    seeds_for_power,
-    t_half_width,
-    welch,
-)
+from corewarding.results.seed_variance import BORROWED, POWER, PROBLEMS_ONLY, lending_group
 from corewarding.yaml_bounds import read_yaml
 
-HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "undecided"
 KINDS = ("compare", "stable")
 CHECKERS = tuple(SAMPLED_CHECKERS)  # the checkers whose per-sample verdicts the store keeps
 RULES = CollapseRules()  # the store's default collapse rules (the dashboard's and the report's)
@@ -158,54 +147,6 @@ def load_claims(path: Path) -> list[Claim]:
     return claims
 
 
-# ---- reading the store -------------------------------------------------------------------------------------------
-# The newest run of each of the cells and their seeds (the store's ``run_seeds`` groups a cell's seeds)
-LATEST = """WITH latest AS (
-    SELECT r.run_id, r.cell_id, run_seeds.cell_group AS cell, r.last_step,
-        row_number() OVER (PARTITION BY r.cell_id ORDER BY r.started_at DESC NULLS LAST, r.run_id DESC) AS k
-    FROM runs r JOIN run_seeds USING (run_id) WHERE list_contains(?, run_seeds.cell_group))"""
-
-
-def problem_scores(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell], benchmark: str, checker: str) -> pd.DataFrame:
-    """Per cell (seed 0's id) and seed: the newest run's per-problem scores at its newest step evaluated on
-    ``benchmark`` (the mean over samples of the checker's verdict): cell, cell_id, run_id, problem_id, score.
-    ``benchmark`` matches every spelling of it (``names.benchmark_key``: ``math500`` finds ``MATH500``)."""
-    column = SAMPLED_CHECKERS[checker]
-    return con.execute(
-        LATEST
-        + f""", picked AS (SELECT * FROM latest WHERE k = 1),
-        scored AS (
-            SELECT s.run_id, s.step, s.problem_id, s.{column} AS verdict FROM eval_samples s
-            WHERE list_contains((SELECT list(run_id) FROM picked), s.run_id) AND {key_sql("s.benchmark")} = ?),
-        newest AS (SELECT run_id, max(step) AS step FROM scored GROUP BY run_id)
-        SELECT l.cell, l.cell_id, s.run_id, s.problem_id, avg(s.verdict::DOUBLE) AS score
-        FROM scored s JOIN newest n USING (run_id, step) JOIN picked l USING (run_id)
-        GROUP BY ALL ORDER BY l.cell_id, s.problem_id""",
-        [[c.cell_id for c in cells], benchmark_key(benchmark)],
-    ).fetchdf()
-
-
-def lender_cells(con: duckdb.DuckDBPyConnection, borrowers: Sequence[Cell]) -> list[Cell]:
-    """The store's cells with two or more seeds that could lend to ``borrowers`` (one-seed cells): the same method and
-    lending group (model family and size), other than the borrowers themselves."""
-    wanted = {(c.method, lending_group(c.base_model)) for c in borrowers}
-    rows = con.execute(
-        """SELECT DISTINCT r.method, r.base_model, r.dataset FROM runs r JOIN run_seeds s USING (run_id)
-        WHERE s.cell_group IN (SELECT cell_group FROM run_seeds GROUP BY cell_group
-                               HAVING count(DISTINCT seed_index) >= 2) ORDER BY ALL"""
-    ).fetchall()
-    own = {c.cell_id for c in borrowers}
-    cells = [Cell(str(m), str(b), str(d)) for m, b, d in rows]
-    return [c for c in cells if (c.method, lending_group(c.base_model)) in wanted and c.cell_id not in own]
-
-
-def _latest_runs(con: duckdb.DuckDBPyConnection, cells: Sequence[Cell]) -> pd.DataFrame:
-    return con.execute(
-        LATEST + " SELECT run_id, cell_id, cell, last_step FROM latest WHERE k = 1", [[c.cell_id for c in cells]]
-    ).fetchdf()
-
-
-# ---- evaluating ----------------------------------------------------------------------------------------------------
 def claim_weights(claim: Claim) -> dict[str, float]:
     """Each cell's weight in a compare claim's effect: the mean over rows of (mean of better - mean of worse)."""
     weights: dict[str, float] = {}
@@ -215,61 +156,6 @@ def claim_weights(claim: Claim) -> dict[str, float]:
         for m in claim.worse:
             weights[Cell(m, b, d).cell_id] = -1 / (len(claim.rows) * len(claim.worse))
     return weights
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a compare rule decides from the cells' seeds: the effect, its t interval (Welch-Satterthwaite degrees of
-    freedom), what the weakest cell's spread holds, the lenders, and the seeds per cell for 80% power."""
-
-    verdict: str
-    effect: float
-    low: float
-    high: float
-    df: float
-    variance: str
-    lenders: tuple[tuple[str, int], ...]
-    seeds_needed: int | None
-    per_seed_variance: float | None
-
-
-def decide(
-    cells: dict[str, list[np.ndarray]],
-    weights: dict[str, float],
-    groups: dict[str, tuple[str, str]],
-    confidence: float = 0.95,
-    plan: bool = True,
-) -> Decision:
-    """The compare rule on the cells' per-problem scores (cell -> one array per seed): each cell's mean over seeds
-    and its variance (``seed_variance.cell_spread``; a one-seed cell borrows from the cells of its lending group,
-    ``groups``: cell -> (method, model family and size)), then the weighted effect with its t interval. ``holds``
-    when the interval is above 0, ``does not hold`` below, else ``undecided``; always ``undecided`` when a cell has
-    one seed and nothing to borrow; ``plan``: with the seeds per cell for 80% power. Pure: the calibration
-    simulates it (results/calibration.py)."""
-    seeds = {cell: ([float(s.mean()) for s in arrays], [problem_variance(s) for s in arrays])
-             for cell, arrays in cells.items()}  # fmt: skip
-    by_group: dict[tuple[str, str], dict[str, tuple[list[float], list[float]]]] = {}
-    for cell, values in seeds.items():
-        by_group.setdefault(groups[cell], {})[cell] = values
-    lent = {group: lend(members) for group, members in by_group.items()}
-    spreads = {cell: cell_spread(*seeds[cell], lent[groups[cell]], cell) for cell in weights}
-    order = list(weights)
-    effect, variance, df = welch([spreads[c] for c in order], [weights[c] for c in order])
-    half = t_half_width(variance, df, confidence)
-    low, high = effect - half, effect + half
-    sources = {s.source for s in spreads.values()}
-    weakest = next(s for s in (PROBLEMS_ONLY, BORROWED, SEEDS_AND_PROBLEMS) if s in sources)
-    decisive = weakest != PROBLEMS_ONLY
-    verdict = HOLDS if decisive and low > 0 else FAILS if decisive and high < 0 else UNDECIDED
-    borrowers = {groups[cell] for cell, spread in spreads.items() if spread.source == BORROWED}
-    lenders = tuple(sorted({pair for group in borrowers for pair in (lent[group] or Lent(0, 0, ())).lenders}))
-    known = [g.variance for g in lent.values() if g is not None]
-    per_seed = float(np.mean(known)) if known else None
-    needed = None
-    if plan and per_seed is not None:
-        needed = seeds_for_power(effect, per_seed, sum(w * w for w in weights.values()), len(weights), POWER,
-                                 confidence)  # fmt: skip
-    return Decision(verdict, effect, low, high, df, weakest, lenders, needed, per_seed)
 
 
 def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str) -> ClaimResult:
@@ -312,7 +198,7 @@ def _compare(con: duckdb.DuckDBPyConnection, claim: Claim, checker: str) -> Clai
 
 
 def _stable(con: duckdb.DuckDBPyConnection, claim: Claim, rules: CollapseRules) -> ClaimResult:
-    runs = _latest_runs(con, claim.cells())
+    runs = latest_runs(con, claim.cells())
     missing = [c.cell_id for c in claim.cells() if c.cell_id not in set(runs["cell"])]
     ids = runs["run_id"].tolist()
     events = collapse_events(collapse_inputs(con, ids), rules) if ids else pd.DataFrame(columns=["run_id", "step"])

@@ -44,7 +44,7 @@ def run_then_exit(module: str) -> None:
         code = 0
     except SystemExit as stop:
         code = exit_code(stop.code)
-    threading._shutdown()  # type: ignore[attr-defined]  # joins non-daemon threads, runs threading's exit hooks
+    threading._shutdown()  # type: ignore[attr-defined]  # private, not in typeshed: joins non-daemon threads, runs exit hooks
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

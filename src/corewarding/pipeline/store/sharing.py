@@ -16,7 +16,7 @@ from typing import Any
 
 from corewarding.files import file_sha256
 from corewarding.pipeline.cells import CellPlan, data_files
-from corewarding.pipeline.report import CellReport
+from corewarding.pipeline.run_summary import CellReport
 from corewarding.pipeline.settings import PipelineSettings
 from corewarding.pipeline.store.run_sync import RunSyncer
 from corewarding.pipeline.store.transport import ArtifactStore, StoreError, store_from_config

@@ -18,8 +18,8 @@ import duckdb
 import pandas as pd
 
 from corewarding.files import disk_full
-from corewarding.results.ingest import StoreFullError
-from corewarding.results.store import default_db, first_line, writer
+from corewarding.results.ingest.ingestion import StoreFullError
+from corewarding.results.store.store import default_db, first_line, writer
 
 FINISHED, FAILED = "finished", "failed"
 COLUMNS = ("attempt_id", "cell_id", "config_hash", "attempt", "status", "reason", "recorded_at")

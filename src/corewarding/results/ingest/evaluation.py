@@ -5,88 +5,64 @@ zeroeval for the external benchmarks), metric (pass@1, avg@8, pass@8, maj@8 ...)
 those), ci_low, ci_high, n (samples per problem), num_problems, temperature, seed, model_revision, settings (the
 JSON of evaluation/provenance.py) and settings_key.
 samples.parquet: step, benchmark, problem_id, sample_index, response, extracted_answer, correct_strict,
-correct_math_verify, length (tokens), truncated, question (the prompt's last user message), gold (the reference
-answer), settings_key (the unit's settings, checker aside), checker_version_strict and checker_version_math_verify
-(the code that gave each verdict: provenance.checker_version). A file written before the versions were kept gets
-them from its unit's metric rows (``fill_checker_versions``). Extra columns are ignored; optional columns that are
-absent (older files) load as NULL. Benchmarks are stored under their canonical name (``names.benchmark_name``:
-``math500`` and ``Math-500`` as ``MATH500``).
+correct_math_verify, length (tokens), truncated, finish_reason, question (the prompt's last user message), gold (the
+reference answer), settings_key (the unit's settings, checker aside), checker_version_strict and
+checker_version_math_verify (the code that gave each verdict: provenance.checker_version). A file written before the
+versions were kept gets them from its unit's metric rows (``fill_checker_versions``). Both files' columns are
+``eval_rows``' tables, which the writer (``evaluation/outputs.py``) uses too; a column the store does not keep
+(``model``) and any extra column are ignored; optional columns that are absent (older files) load as NULL.
+Benchmarks are stored under their canonical name (``names.benchmark_name``: ``math500`` and ``Math-500`` as
+``MATH500``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 
+from corewarding.eval_rows import (
+    METRIC_CHECKERS,
+    METRIC_TABLE,
+    SAMPLE_CHECKERS,
+    SAMPLE_TABLE,
+    Column,
+    stored,
+    verdict_column,
+    version_column,
+)
 from corewarding.results.names import benchmark_name, key_sql
 from corewarding.settings_diff import settings_dict, settings_key
 
-# strict / math_verify: the math harness; the others: the external benchmarks' own tools (IFEval, MMLU-Pro, code)
-CHECKERS = ("strict", "math_verify", "lm_eval", "livecodebench", "zeroeval")
-
-# (column, SQL type, required): the load order is the store's column order after run_id.
-METRIC_COLUMNS = [
-    ("step", "INTEGER", True),
-    ("benchmark", "VARCHAR", True),
-    ("checker", "VARCHAR", True),
-    ("metric", "VARCHAR", True),
-    ("value", "DOUBLE", True),
-    ("ci_low", "DOUBLE", False),
-    ("ci_high", "DOUBLE", False),
-    ("n", "INTEGER", True),
-    ("num_problems", "INTEGER", False),
-    ("temperature", "DOUBLE", False),
-    ("seed", "BIGINT", False),
-    ("model_revision", "VARCHAR", False),
-    ("settings", "VARCHAR", False),
-    ("settings_key", "VARCHAR", False),
-]
+CHECKERS = METRIC_CHECKERS  # a metric row's checker: the math harness's or an external tool's
 SOURCES = ("reproduced", "released")  # where the evaluated weights came from
-SAMPLE_COLUMNS = [
-    ("step", "INTEGER", True),
-    ("benchmark", "VARCHAR", True),
-    ("problem_id", "VARCHAR", True),
-    ("sample_index", "INTEGER", True),
-    ("response", "VARCHAR", True),
-    ("extracted_answer", "VARCHAR", False),
-    ("correct_strict", "BOOLEAN", False),
-    ("correct_math_verify", "BOOLEAN", False),
-    ("length", "INTEGER", False),
-    ("truncated", "BOOLEAN", False),
-    ("question", "VARCHAR", False),
-    ("gold", "VARCHAR", False),
-    ("settings_key", "VARCHAR", False),
-    ("checker_version_strict", "VARCHAR", False),
-    ("checker_version_math_verify", "VARCHAR", False),
-]
-# the checkers a sample row carries a verdict (``correct_<checker>``) and its version (``checker_version_<checker>``) of
-SAMPLE_CHECKERS = ("strict", "math_verify")
+# the columns loaded, in the tables' order: the store's columns of the same names
+METRIC_COLUMNS = stored(METRIC_TABLE)
+SAMPLE_COLUMNS = stored(SAMPLE_TABLE)
 
 
 class EvalFileError(ValueError):
     """An evaluation file that cannot be ingested; the message names the file and the column or row."""
 
 
-def _select_list(path: Path, columns: list[tuple[str, str, bool]]) -> str:
+def _select_list(path: Path, columns: Sequence[Column]) -> str:
     """The SELECT list casting each known column; absent optional ones are NULL (names come from the lists above)."""
     try:
         present = set(pq.read_schema(path).names)
     except (OSError, ValueError) as exc:
         raise EvalFileError(f"{path}: cannot read parquet ({exc})") from exc
-    missing = [name for name, _, required in columns if required and name not in present]
+    missing = [c.name for c in columns if c.required and c.name not in present]
     if missing:
         raise EvalFileError(f"{path}: missing column(s) {', '.join(missing)}")
-    return ", ".join(
-        f'CAST("{name}" AS {kind})' if name in present else f"CAST(NULL AS {kind})" for name, kind, _ in columns
-    )
+    return ", ".join(f'CAST("{c.name}" AS {c.sql})' if c.name in present else f"CAST(NULL AS {c.sql})" for c in columns)
 
 
-def _load(con: duckdb.DuckDBPyConnection, path: Path, columns: list[tuple[str, str, bool]]) -> None:
+def _load(con: duckdb.DuckDBPyConnection, path: Path, columns: Sequence[Column]) -> None:
     """Load ``path`` into the temporary table ``incoming`` with the known columns cast to their types."""
     select = _select_list(path, columns)
-    names = ", ".join(name for name, _, _ in columns)
+    names = ", ".join(c.name for c in columns)
     con.execute("DROP TABLE IF EXISTS incoming")
     try:
         con.execute(f"CREATE TEMP TABLE incoming ({names}) AS SELECT {select} FROM read_parquet(?)", [str(path)])
@@ -135,7 +111,7 @@ def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path,
         raise EvalFileError(f"{path}: step/benchmark/checker/metric/settings_key {dup[:5]} appears {dup[5]} times")
     if source not in SOURCES:
         raise ValueError(f"source={source!r}: one of {', '.join(SOURCES)}")
-    names = ", ".join(name for name, _, _ in METRIC_COLUMNS[2:])
+    names = ", ".join(c.name for c in METRIC_COLUMNS[2:])  # after step and benchmark
     return _insert(
         con,
         f"INSERT INTO eval_metrics (run_id, step, benchmark, benchmark_key, {names}, source) "
@@ -159,7 +135,7 @@ def insert_eval_samples(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
             f"{path}: step/benchmark/problem_id/sample_index/settings_key {dup[:5]} appears {dup[5]} times"
         )
     fill_checker_versions(con, run_id)
-    names = ", ".join(name for name, _, _ in SAMPLE_COLUMNS)
+    names = ", ".join(c.name for c in SAMPLE_COLUMNS)
     return _insert(
         con,
         f"INSERT INTO eval_samples (run_id, {names}) SELECT ?, {names} FROM incoming "
@@ -194,9 +170,9 @@ def fill_checker_versions(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     were kept) the version its unit's metric rows record: one process scored a unit's samples and metrics, with the
     same code. Reads the run's ``eval_metrics``, which an ingest replaces before its samples."""
     for (step, benchmark, key, checker), version in _unit_versions(con, run_id).items():
-        column = f"checker_version_{checker}"  # from SAMPLE_CHECKERS, never input
+        column, verdict = version_column(str(checker)), verdict_column(str(checker))  # of SAMPLE_CHECKERS, not input
         con.execute(
-            f"UPDATE incoming SET {column} = ? WHERE {column} IS NULL AND correct_{checker} IS NOT NULL "
+            f"UPDATE incoming SET {column} = ? WHERE {column} IS NULL AND {verdict} IS NOT NULL "
             "AND step IS NOT DISTINCT FROM ? AND benchmark = ? AND settings_key = ?",
             [version, step, benchmark, key],
         )

@@ -2,7 +2,8 @@
 
 A run folder's ``run.json`` (written by the trainer) gives status, start, end, code version and data hashes; a
 folder without one (older runs) gets them inferred: finished when its newest checkpoint is the last step, else
-``incomplete``; the start is the time ``config.yaml`` was written.
+``incomplete``; the start is the time ``config.yaml`` was written. Finding run folders and reading their files is
+``run_folders``.
 """
 
 from __future__ import annotations
@@ -12,28 +13,23 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from corewarding.matrix import PLAIN_NAME_RULE, Cell, cell_from_config, hub_repo_id, is_plain_name
-from corewarding.run_folder import (
-    CHECKPOINTS,
-    CONFIG,
-    EVAL_METRICS,
-    LATEST,
-    METRICS,
-    PUBLISH,
-    PUSH_RECORD,
-    RUN_RECORD,
-    STEP_PREFIX,
-    checkpoints_dir,
+from corewarding.results.ingest.run_folders import (
+    RunFolderError,
+    file_time,
+    latest_state,
+    parse_time,
+    published,
+    run_config,
+    run_record,
 )
-from corewarding.yaml_bounds import read_yaml
+from corewarding.run_folder import CONFIG, METRICS, RUN_RECORD
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +62,6 @@ RUN_COLUMNS = (
     "device_hours",
     "gpu_hours",
 )  # the order of RunInfo.row()
-
-
-class RunFolderError(ValueError):
-    """A run folder that cannot be ingested; the message names the file (and line or key)."""
 
 
 @dataclass
@@ -150,115 +142,14 @@ class RunInfo:
         return rows
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / CONFIG).is_file() and ((path / METRICS).is_file() or (path / EVAL_METRICS).is_file())
-
-
-def find_run_dirs(root: Path) -> list[Path]:
-    """Every run folder at or under ``root`` (a folder with config.yaml and metrics.jsonl or eval/metrics.parquet),
-    except under hidden folders (runs moved aside to ``runs/.superseded/``), ``checkpoints/`` and ``publish/``
-    (copies made for the Hub), and folders inside another run folder (a copy of a run is not a second run)."""
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root}: no such folder")
-    found = sorted(
-        {
-            p.parent
-            for p in root.rglob(CONFIG)
-            if is_run_dir(p.parent)
-            and not {CHECKPOINTS, PUBLISH} & set(p.relative_to(root).parts)
-            and not any(part.startswith(".") for part in p.relative_to(root).parts)  # runs/.superseded/ etc.
-        }
-    )
-    outer: list[Path] = []
-    for path in found:  # sorted: a run folder comes before the folders inside it
-        if any(path.is_relative_to(o) for o in outer):
-            log.info("%s: inside run folder %s, not a run of its own: skipped", path, outer[-1])
-            continue
-        outer.append(path)
-    return outer
-
-
 def run_id_of(cell: Cell, run_dir: Path) -> str:
     """``<cell_id>@<8 hex of the folder's absolute path>``: stable for a folder, distinct for two folders of a cell."""
     return f"{cell.cell_id}@{hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:8]}"
 
 
-def _parse_time(value: Any, source: Path, key: str) -> datetime | None:
-    if value in (None, ""):
-        return None
-    try:
-        stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise RunFolderError(f"{source}: {key}={value!r} is not an ISO 8601 time") from exc
-    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
-
-
-def _mtime(path: Path) -> datetime:
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
-
-
-def _latest_state(run_dir: Path) -> dict[str, Any]:
-    pointer = checkpoints_dir(run_dir) / LATEST
-    if not pointer.is_file():
-        return {}
-    state = checkpoints_dir(run_dir) / pointer.read_text().strip() / "trainer_state.json"
-    try:
-        loaded = json.loads(state.read_text()) if state.is_file() else {}
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{state}: not JSON ({exc})") from exc
-    if not isinstance(loaded, dict):
-        raise RunFolderError(f"{state}: not a JSON object")
-    return loaded
-
-
-def _config(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / CONFIG
-    raw = read_yaml(path, RunFolderError)  # bounded: an alias bomb or a huge file is refused in one line
-    try:
-        raw = OmegaConf.to_container(OmegaConf.create(raw)) if isinstance(raw, dict) else raw
-    except OmegaConfBaseException as exc:  # e.g. a key OmegaConf does not take
-        raise RunFolderError(f"{path}: cannot read ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise RunFolderError(f"{path}: not a mapping")
-    for key in ("method", "base_model", "dataset"):
-        if not isinstance(raw.get(key), dict) or not raw[key].get("name"):
-            raise RunFolderError(f"{path}: missing {key}.name")
-    return {str(k): v for k, v in raw.items()}
-
-
-def _record(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RUN_RECORD
-    if not path.is_file():
-        return {}
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path}: not JSON ({exc})") from exc
-    if not isinstance(record, dict):
-        raise RunFolderError(f"{path}: not a JSON object")
-    return record
-
-
-def published(run_dir: Path, repo_id: str | None) -> tuple[int | None, str | None]:
-    """(step, commit) of the newest step whose publish folder records a push to ``repo_id`` (main preferred)."""
-    best: tuple[int | None, str | None] = (None, None)
-    for marker in sorted((run_dir / PUBLISH).glob(f"{STEP_PREFIX}*/{PUSH_RECORD}")):
-        try:
-            step = int(marker.parent.name.removeprefix(STEP_PREFIX))
-            pushes = json.loads(marker.read_text()).get("pushes") or []
-        except (ValueError, AttributeError, OSError) as exc:
-            log.warning("%s: unreadable push record, not counted as published (%s)", marker, exc)
-            continue
-        mine = [p for p in pushes if isinstance(p, dict) and p.get("repo_id") == repo_id and p.get("commit")]
-        mine.sort(key=lambda p: p.get("revision") != "main")
-        if mine and (best[0] is None or step > best[0]):
-            best = (step, str(mine[0]["commit"]))
-    return best
-
-
 def read_run_info(run_dir: Path) -> RunInfo:
     """Identity, status and provenance of the run in ``run_dir``."""
-    cfg = _config(run_dir)
+    cfg = run_config(run_dir)
     try:
         cell = cell_from_config(cfg)
     except ValueError as exc:  # a seed_index that is no seed: named with the file
@@ -266,7 +157,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
     if not is_plain_name(cell.cell_id):  # the matrix's rule: no bidi control, invisible or look-alike character
         raise RunFolderError(f"{run_dir}: cell id {cell.cell_id!r} (from {CONFIG}) is not a plain name "
                              f"({PLAIN_NAME_RULE}); nothing of this run folder is ingested")  # fmt: skip
-    record, state = _record(run_dir), _latest_state(run_dir)
+    record, state = run_record(run_dir), latest_state(run_dir)
     try:
         hub: str | None = hub_repo_id(cell, str((cfg.get("hub") or {}).get("org") or "TMLR-Group-HF"))
     except (KeyError, FileNotFoundError):
@@ -274,10 +165,10 @@ def read_run_info(run_dir: Path) -> RunInfo:
     total = state.get("total_steps") or (cfg.get("schedule") or {}).get("total_steps")
     last = state.get("step")
     status = record.get("status") or ("finished" if last is not None and last == total else "incomplete")
-    started = _parse_time(record.get("started_at"), run_dir / RUN_RECORD, "started_at") or _mtime(run_dir / CONFIG)
-    ended = _parse_time(record.get("ended_at"), run_dir / RUN_RECORD, "ended_at")
+    started = parse_time(record.get("started_at"), run_dir / RUN_RECORD, "started_at") or file_time(run_dir / CONFIG)
+    ended = parse_time(record.get("ended_at"), run_dir / RUN_RECORD, "ended_at")
     if ended is None and not record and status == "finished" and (run_dir / METRICS).is_file():
-        ended = _mtime(run_dir / METRICS)
+        ended = file_time(run_dir / METRICS)
     published_step, commit = published(run_dir, hub)
     return RunInfo(
         run_id=run_id_of(cell, run_dir),

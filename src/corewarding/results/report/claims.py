@@ -7,8 +7,9 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from corewarding.results.claims import FAILS, HOLDS, ClaimResult
-from corewarding.results.report_html import num, table
+from corewarding.results.claim_rule import FAILS, HOLDS
+from corewarding.results.claims import ClaimResult
+from corewarding.results.report.markup import num, table
 
 HEADERS = ["claim", "table", "verdict", "effect [95% CI]", "variance", "fewest seeds", "runs", "to decide it"]
 

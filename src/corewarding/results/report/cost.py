@@ -9,7 +9,7 @@ from html import escape
 
 import pandas as pd
 
-from corewarding.results.report_html import num, table
+from corewarding.results.report.markup import num, table
 
 # hours to 3 decimals: a CPU run of the demo holds its device for seconds (0.003 h), a paper cell for days
 HEADERS = ["method", "base model", "runs", "without a ledger", "wall hours", "device-hours", "GPU-hours", "devices"]
@@ -29,7 +29,7 @@ def cost_section(by_group: pd.DataFrame, total: Mapping[str, object]) -> str:
     if not len(by_group):
         return ""
     matrix = escape(str(total["matrix"]))
-    unrecorded = int(total["unrecorded"])  # type: ignore[call-overload]
+    unrecorded = int(total["unrecorded"])  # type: ignore[call-overload]  # matrix_gpu_hours counts it: an int
     missing = (
         f" {unrecorded} run(s) predate the ledger and are counted apart, never as zero hours." if unrecorded else ""
     )

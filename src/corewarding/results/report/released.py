@@ -17,7 +17,7 @@ from corewarding.results.released_read import (
     settings_flag,
     settings_listing,
 )
-from corewarding.results.report_html import num, table
+from corewarding.results.report.markup import num, table
 from corewarding.results.seed_variance import BORROWED
 
 TITLE = "Released checkpoints: paper · released · reproduced"

@@ -141,8 +141,15 @@ _V9 = [
         high DOUBLE, note VARCHAR, recorded_at TIMESTAMP NOT NULL)""",
 ]
 
+# v10: each sample's finish_reason (the generator's: stop, length ...), which samples.parquet always had and ingest
+# dropped. The ledger forgets the samples files so the next ingest reloads them with it.
+_V10 = [
+    "ALTER TABLE eval_samples ADD COLUMN finish_reason VARCHAR",
+    "DELETE FROM sources WHERE kind = 'eval_samples'",
+]
+
 # version -> the statements that bring a store from version - 1 to it. Append; never edit a released version.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8, 9: _V9, 10: _V10}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from corewarding.files import open_lock_file
-from corewarding.results.schema import check_readable, migrate
+from corewarding.results.store.schema import check_readable, migrate
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,17 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from corewarding.results.ingest import drop_report, drop_run, ingest, transaction
-from corewarding.results.runs import find_run_dirs
-from corewarding.results.store import writer
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.quality_rows import drop_report
+from corewarding.results.ingest.run_folders import find_run_dirs
+from corewarding.results.ingest.run_rows import drop_run
+from corewarding.results.ingest.sources import transaction
+from corewarding.results.store.store import writer
 from corewarding.run_folder import RUN_RECORD
 
 log = logging.getLogger(__name__)
 
-SYNTHETIC = "synthetic"  # the backend a synthetic run records (results/synthetic.py)
+SYNTHETIC = "synthetic"  # the backend a synthetic run records (synthetic/folders.py)
 PREVIEW_DB = "results.duckdb"
 
 
