@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config, config_dir
-from corewarding.evaluation.scoring import CHECKERS
-from corewarding.schemas import BootstrapConfig, MathVerifyConfig, typed
+from corewarding.eval_rows import SAMPLE_CHECKERS
+from corewarding.schemas import BenchmarkConfig, BootstrapConfig, GenerationConfig, MathVerifyConfig, typed
 
 METRIC_NAME = re.compile(r"^(pass|avg|maj)@([1-9][0-9]*)$")
 
@@ -41,46 +41,34 @@ def expand_benchmarks(spec: str) -> list[str]:
     return names
 
 
-def _require(cfg: DictConfig, key: str, ok: bool, requirement: str) -> None:
+def _require(key: str, value: Any, ok: bool, requirement: str) -> None:
     if not ok:
-        raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r}: must be {requirement}")
+        raise ConfigError(f"{key}={value!r}: must be {requirement}")
 
 
 def check_eval(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first key whose value cannot work."""
-    spec = cfg.benchmark
-    name = spec.name
-    _require(cfg, "benchmark.kind", spec.kind in ("math", "external"), "math or external")
-    _require(cfg, "benchmark.n", isinstance(spec.n, int) and spec.n >= 1, "an integer >= 1")
-    _require(cfg, "benchmark.temperature", _number(spec.temperature) and spec.temperature >= 0, ">= 0 (0: greedy)")
-    _require(cfg, "benchmark.top_p", _number(spec.top_p) and 0 < spec.top_p <= 1, "in (0, 1]")
-    _require(cfg, "benchmark.max_new_tokens", isinstance(spec.max_new_tokens, int) and spec.max_new_tokens >= 1, ">= 1")
-    _require(
-        cfg, "benchmark.limit", spec.limit is None or (isinstance(spec.limit, int) and spec.limit >= 1), ">= 1 or null"
-    )
-    _require(cfg, "generation.backend", cfg.generation.backend in ("transformers", "vllm"), "transformers or vllm")
-    _require(cfg, "seed", isinstance(cfg.seed, int), "an integer")
-    _require(cfg, "chunk_size", isinstance(cfg.chunk_size, int) and cfg.chunk_size >= 1, "an integer >= 1")
+    spec = typed(BenchmarkConfig, cfg.benchmark, "benchmark")
+    typed(GenerationConfig, cfg.generation, "generation")
+    _require("seed", cfg.seed, isinstance(cfg.seed, int), "an integer")
+    _require("chunk_size", cfg.chunk_size, isinstance(cfg.chunk_size, int) and cfg.chunk_size >= 1, "an integer >= 1")
     typed(MathVerifyConfig, cfg.math_verify, "math_verify")
     typed(BootstrapConfig, cfg.bootstrap, "bootstrap")
     if spec.kind != "math":
         return
-    bad = [c for c in cfg.checkers if c not in CHECKERS]
-    _require(cfg, "checkers", bool(cfg.checkers) and not bad, f"a non-empty list of {', '.join(CHECKERS)}")
+    checkers = list(cfg.checkers)
+    bad = [c for c in checkers if c not in SAMPLE_CHECKERS]
+    _require("checkers", checkers, bool(checkers) and not bad, f"a non-empty list of {', '.join(SAMPLE_CHECKERS)}")
     samples = 1 if spec.temperature == 0 else spec.n
     for metric in spec.metrics:
         match = METRIC_NAME.match(str(metric))
         if not match:
-            raise ConfigError(f"benchmark.metrics of {name}: {metric!r} is not pass@k, avg@k or maj@k")
+            raise ConfigError(f"benchmark.metrics of {spec.name}: {metric!r} is not pass@k, avg@k or maj@k")
         if int(match.group(2)) > samples:
             raise ConfigError(
-                f"benchmark.metrics of {name}: {metric} needs k <= the samples per problem ({samples}"
+                f"benchmark.metrics of {spec.name}: {metric} needs k <= the samples per problem ({samples}"
                 f"{', greedy' if spec.temperature == 0 else ''}); raise benchmark.n"
             )
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def configs_sha256(configs: Sequence[DictConfig]) -> str:

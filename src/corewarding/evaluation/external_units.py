@@ -11,79 +11,42 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from corewarding.evaluation.external import ExternalBenchmark, RunSettings, missing_reason, run_external
-from corewarding.evaluation.outputs import settings_columns, write_unit_outputs
-from corewarding.evaluation.provenance import checker_settings, unit_settings
+from corewarding.evaluation.outputs import tool_metric_rows
+from corewarding.evaluation.provenance import UnitSettings
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import UnitOutcome, UnitPaths, digest, unit_folder
-from corewarding.settings_diff import settings_key
+from corewarding.evaluation.units import UnitOutcome, UnitPaths
 
 log = logging.getLogger(__name__)
 
 
-def external_material(cfg: DictConfig, target: Target) -> dict[str, object]:
-    """Everything that shapes an external benchmark's result."""
-    return {
-        "model_revision": target.revision,
-        "benchmark": OmegaConf.to_container(cfg.benchmark),
-        "backend": str(cfg.generation.backend),
-        "seed": int(cfg.seed),
-    }
+def run_settings(unit: UnitSettings) -> RunSettings:
+    """How the tool runs: vLLM, or lm-eval's transformers backend (``hf``) where our transformers generation would."""
+    backend = "vllm" if unit.generation.backend == "vllm" else "hf"
+    options: dict[str, Any] = dict(unit.benchmark.options)
+    if backend == "hf":
+        options = {"device": unit.generation.device, "dtype": unit.generation.dtype, **options}
+    return RunSettings(backend=backend, seed=unit.seed, limit=unit.benchmark.limit, options=options)
 
 
 def evaluate_external_unit(
-    cfg: DictConfig, target: Target, units_dir: Path, keep_settings: bool = False
+    unit: UnitSettings, target: Target, units_dir: Path, keep_settings: bool = False
 ) -> UnitOutcome:
     """Run one external benchmark for one target, unless it is done or its tool is missing."""
-
-    spec = cfg.benchmark
-    name = str(spec.name)
-    settings = unit_settings(
-        cfg,
-        model_path=target.model_path,
-        model_revision=target.revision,
-        benchmark_sha256=None,  # the tool reads its own copy of the benchmark
-        prompt=str(spec.get("system_prompt") or ""),
-        n=int(spec.n),
-    )
-    paths = UnitPaths(unit_folder(units_dir, target.label, name, settings_key(settings) if keep_settings else None))
-    key = digest(external_material(cfg, target))
-    if paths.is_done(key, key):
-        return UnitOutcome(target.step, name, "unchanged")
-    backend = "vllm" if cfg.generation.backend == "vllm" else "hf"
-    options: dict[str, Any] = dict(OmegaConf.to_container(spec.options)) if spec.get("options") else {}  # type: ignore[arg-type]
-    if backend == "hf":  # lm-eval's transformers backend runs where our transformers generation would
-        options = {"device": str(cfg.generation.device), "dtype": str(cfg.generation.dtype), **options}
-    benchmark = ExternalBenchmark.from_spec(OmegaConf.to_container(spec, resolve=True))  # type: ignore[arg-type]
-    run = RunSettings(
-        backend=backend, seed=int(cfg.seed), limit=None if spec.limit is None else int(spec.limit), options=options
-    )
+    keys = unit.external_keys(target)
+    paths = UnitPaths.at(units_dir, target.label, unit.name, keys.settings_key if keep_settings else None)
+    if paths.is_done(keys.generation, keys.scoring):
+        return UnitOutcome(target.step, unit.name, "unchanged")
+    benchmark = ExternalBenchmark.from_spec(unit.resolved_benchmark)
+    run = run_settings(unit)
     reason = missing_reason(benchmark, run)
     if reason is not None:
-        log.warning("skipping %s: %s", name, reason)
-        return UnitOutcome(target.step, name, "skipped", message=reason)
+        log.warning("skipping %s: %s", unit.name, reason)
+        return UnitOutcome(target.step, unit.name, "skipped", message=reason)
     result = run_external(benchmark, target.model_path, paths.root / "tool_output", benchmark.sampling, run)
-    rows = [
-        {
-            "step": target.step,
-            "benchmark": name,
-            "checker": result.tool,
-            "metric": metric,
-            "value": value,
-            "ci_low": value - 1.96 * result.stderr[metric] if metric in result.stderr else None,
-            "ci_high": value + 1.96 * result.stderr[metric] if metric in result.stderr else None,
-            "n": int(spec.n),
-            "num_problems": result.num_problems,
-            "temperature": float(spec.temperature),
-            "seed": int(cfg.seed),
-            "model_revision": target.revision,
-            "model": target.model_path,
-            **settings_columns(checker_settings(settings, result.tool, result.tool_version)),
-        }
-        for metric, value in result.metrics.items()
-    ]
-    record = {"generation_key": key, "scoring_key": key, "tool": result.tool, "tool_version": result.tool_version}
-    write_unit_outputs(paths, None, rows, record)
-    return UnitOutcome(target.step, name, "evaluated", metrics=dict(result.metrics))
+    keys = keys.with_tool(result.tool, result.tool_version)
+    rows = tool_metric_rows(unit, target, keys, result.tool, result.metrics, result.stderr, result.num_problems)
+    record = {"generation_key": keys.generation, "scoring_key": keys.scoring, "tool": result.tool,
+              "tool_version": result.tool_version}  # fmt: skip
+    paths.write_outputs(None, rows, record)
+    return UnitOutcome(target.step, unit.name, "evaluated", metrics=dict(result.metrics))

@@ -10,7 +10,8 @@ problem p, ``answers[p]`` its n extracted answers; n is the same for all problem
   reference votes; a tie goes to the answer seen first) is correct, judged by the verdict of the first sample that
   carries it; a problem without any non-empty answer counts wrong.
 
-The confidence interval is a percentile bootstrap that resamples problems with replacement.
+The confidence interval is a percentile bootstrap that resamples problems with replacement; an external tool's metric
+has the normal interval of the standard error the tool reports (:func:`normal_interval`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MetricValue", "bootstrap_interval", "compute_metric", "maj_correct", "pass_at_k", "problem_scores"]
+__all__ = [
+    "MetricValue",
+    "bootstrap_interval",
+    "compute_metric",
+    "maj_correct",
+    "normal_interval",
+    "pass_at_k",
+    "problem_scores",
+]
 
 _METRIC = re.compile(r"^(pass|avg|maj)@([1-9][0-9]*)$")
 _CHUNK_ELEMENTS = 2_000_000  # resampled indices held at once
+_Z95 = 1.96  # the normal quantile of a 95% interval
 
 
 @dataclass(frozen=True)
@@ -170,3 +180,16 @@ def compute_metric(
         return MetricValue(value, None, None)
     low, high = bootstrap_interval(scores, bootstrap, confidence, seed)
     return MetricValue(value, low, high)
+
+
+def normal_interval(value: float, stderr: float | None) -> MetricValue:
+    """``value`` with the 95% normal interval of its standard error (None: no interval).
+
+    >>> normal_interval(0.5, 0.1)
+    MetricValue(value=0.5, ci_low=0.304, ci_high=0.696)
+    >>> normal_interval(0.5, None).ci_low is None
+    True
+    """
+    if stderr is None:
+        return MetricValue(value, None, None)
+    return MetricValue(value, value - _Z95 * stderr, value + _Z95 * stderr)

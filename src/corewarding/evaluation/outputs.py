@@ -1,71 +1,33 @@
 """Per-sample records and metric rows of a unit; the run's combined ``eval/metrics.parquet`` and ``samples.parquet``.
 
-The combined files are what ``corewarding results ingest`` reads (see ``results/evaluation.py``); they are rewritten
-only when a unit changed, so an unchanged rerun leaves them (and the store's ingestion ledger) untouched.
+Their columns are ``eval_rows``' tables, which ``corewarding results ingest`` reads too
+(``results/ingest/evaluation.py``). The combined files are rewritten only when a unit changed, so an unchanged rerun
+leaves them (and the store's ingestion ledger) untouched.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from omegaconf import DictConfig
 
+from corewarding.eval_rows import SAMPLE_CHECKERS, verdict_column, version_column
 from corewarding.evaluation.benchmarks import Problem
-from corewarding.evaluation.metrics import compute_metric
-from corewarding.evaluation.provenance import checker_settings, checker_version
+from corewarding.evaluation.metrics import MetricValue, compute_metric, normal_interval
+from corewarding.evaluation.provenance import UnitKeys, UnitSettings, digest
 from corewarding.evaluation.scoring import score_responses
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import UnitPaths, digest, read_json, write_table_atomic
+from corewarding.evaluation.units import METRIC_SCHEMA, SAMPLE_SCHEMA, read_json
 from corewarding.files import atomic_path, write_json_atomic
 from corewarding.run_folder import EVAL, EVAL_INDEX, EVAL_METRICS, EVAL_SAMPLES, EVAL_UNITS
 from corewarding.settings_diff import settings_json, settings_key
 
 log = logging.getLogger(__name__)
-
-SAMPLE_SCHEMA = pa.schema(
-    [
-        ("step", pa.int32()),
-        ("benchmark", pa.string()),
-        ("problem_id", pa.string()),
-        ("sample_index", pa.int32()),
-        ("question", pa.string()),
-        ("response", pa.string()),
-        ("extracted_answer", pa.string()),
-        ("gold", pa.string()),
-        ("correct_strict", pa.bool_()),
-        ("correct_math_verify", pa.bool_()),
-        ("length", pa.int32()),
-        ("truncated", pa.bool_()),
-        ("finish_reason", pa.string()),
-        ("settings_key", pa.string()),  # the unit's settings (checker aside): an audit keeps one set per protocol
-        ("checker_version_strict", pa.string()),  # the code that gave each verdict (provenance.checker_version)
-        ("checker_version_math_verify", pa.string()),
-    ]
-)
-METRIC_SCHEMA = pa.schema(
-    [
-        ("step", pa.int32()),
-        ("benchmark", pa.string()),
-        ("checker", pa.string()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-        ("ci_low", pa.float64()),
-        ("ci_high", pa.float64()),
-        ("n", pa.int32()),
-        ("num_problems", pa.int32()),
-        ("temperature", pa.float64()),
-        ("seed", pa.int64()),
-        ("model_revision", pa.string()),
-        ("model", pa.string()),
-        ("settings", pa.string()),
-        ("settings_key", pa.string()),
-    ]
-)
 
 
 def question_of(problem: Problem) -> str | None:
@@ -75,38 +37,42 @@ def question_of(problem: Problem) -> str | None:
 
 
 def sample_rows(
-    cfg: DictConfig, target: Target, problems: list[Problem], generations: list[dict[str, Any]], checker: Any
+    unit: UnitSettings,
+    target: Target,
+    keys: UnitKeys,
+    problems: list[Problem],
+    generations: list[dict[str, Any]],
+    checker: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Score every generation under the configured checkers; return the per-sample records (each with the version of
-    every checker that gave it a verdict) and the counts."""
+    """Score every generation under the unit's checkers; return the per-sample records (each with the version of
+    every checker that gave it a verdict, and the unit's settings key) and the counts."""
     gold_of = {p.problem_id: p.gold for p in problems}
     question = {p.problem_id: question_of(p) for p in problems}
     responses = [g["response"] for g in generations]
     golds = [gold_of[g["problem_id"]] for g in generations]
-    scored = score_responses(responses, golds, checkers=list(cfg.checkers), math_verify=checker)
-    strict_version = None if scored.correct_strict is None else checker_version("strict")
-    math_verify_version = None if scored.correct_math_verify is None else checker_version("math_verify")
+    scored = score_responses(responses, golds, checkers=list(unit.checkers), math_verify=checker)
+    versions = {c: keys.checkers[c]["checker_version"] if c in keys.checkers else None for c in SAMPLE_CHECKERS}
     rows = []
     for i, g in enumerate(generations):
-        rows.append(
-            {
-                "step": target.step,
-                "benchmark": str(cfg.benchmark.name),
-                "problem_id": g["problem_id"],
-                "sample_index": g["sample_index"],
-                "question": question[g["problem_id"]],
-                "response": g["response"],
-                "extracted_answer": scored.extracted[i],
-                "gold": golds[i],
-                "correct_strict": None if scored.correct_strict is None else scored.correct_strict[i],
-                "correct_math_verify": None if scored.correct_math_verify is None else scored.correct_math_verify[i],
-                "checker_version_strict": strict_version,
-                "checker_version_math_verify": math_verify_version,
-                "length": g["length"],
-                "truncated": g["finish_reason"] == "length",
-                "finish_reason": g["finish_reason"],
-            }
-        )
+        row = {
+            "step": target.step,
+            "benchmark": unit.name,
+            "problem_id": g["problem_id"],
+            "sample_index": g["sample_index"],
+            "question": question[g["problem_id"]],
+            "response": g["response"],
+            "extracted_answer": scored.extracted[i],
+            "gold": golds[i],
+            "length": g["length"],
+            "truncated": g["finish_reason"] == "length",
+            "finish_reason": g["finish_reason"],
+            "settings_key": keys.settings_key,
+        }
+        for name in SAMPLE_CHECKERS:
+            found = getattr(scored, verdict_column(name))  # Scored's lists are named as the sample columns
+            row[verdict_column(name)] = None if found is None else found[i]
+            row[version_column(name)] = versions[name]
+        rows.append(row)
     counts = {**scored.counts, "samples": len(rows), "truncated": sum(r["truncated"] for r in rows)}
     return rows, counts
 
@@ -120,60 +86,88 @@ def group_by_problem(problems: list[Problem], samples: list[dict[str, Any]]) -> 
 
 
 def metric_row(
-    cfg: DictConfig,
+    unit: UnitSettings,
     target: Target,
-    grouped: list[list[dict[str, Any]]],
+    keys: UnitKeys,
     checker: str,
     metric: str,
-    settings: dict[str, Any],
+    value: MetricValue,
+    n: int,
+    num_problems: int,
 ) -> dict[str, Any]:
-    """One aggregated metric under one checker, with its bootstrap interval (``grouped``: from group_by_problem) and
-    the settings that produced it (``settings``: the unit's, see provenance.unit_settings)."""
-    column = f"correct_{checker}"
-    correct = [[bool(r[column]) for r in rows] for rows in grouped]
-    answers = [[str(r["extracted_answer"] or "") for r in rows] for rows in grouped]
-    value = compute_metric(
-        metric,
-        correct,
-        answers,
-        bootstrap=int(cfg.bootstrap.samples),
-        confidence=float(cfg.bootstrap.confidence),
-        seed=int(cfg.seed),
-    )
+    """One metric row of a unit, math or external: the value with its interval, and the settings that produced it
+    (the unit's ``keys``, with ``checker`` and its version)."""
     return {
         "step": target.step,
-        "benchmark": str(cfg.benchmark.name),
+        "benchmark": unit.name,
         "checker": checker,
         "metric": metric,
         "value": value.value,
         "ci_low": value.ci_low,
         "ci_high": value.ci_high,
-        "n": len(correct[0]) if correct else 0,
-        "num_problems": len(correct),
-        "temperature": float(cfg.benchmark.temperature),
-        "seed": int(cfg.seed),
+        "n": n,
+        "num_problems": num_problems,
+        "temperature": unit.sampling.temperature,
+        "seed": unit.seed,
         "model_revision": target.revision,
         "model": target.model_path,
-        **settings_columns(checker_settings(settings, checker)),
+        **settings_columns(keys.checkers[checker]),
     }
+
+
+def math_metric_rows(
+    unit: UnitSettings, target: Target, keys: UnitKeys, grouped: list[list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Each configured metric under each checker, with its bootstrap interval (``grouped``: from
+    group_by_problem)."""
+    rows = []
+    for checker, metric in unit.pairs:
+        column = verdict_column(checker)
+        correct = [[bool(r[column]) for r in samples] for samples in grouped]
+        answers = [[str(r["extracted_answer"] or "") for r in samples] for samples in grouped]
+        boot = unit.bootstrap
+        value = compute_metric(
+            metric, correct, answers, bootstrap=boot.samples, confidence=boot.confidence, seed=unit.seed
+        )
+        n = len(correct[0]) if correct else 0
+        rows.append(metric_row(unit, target, keys, checker, metric, value, n, len(correct)))
+    return rows
+
+
+def tool_metric_rows(
+    unit: UnitSettings,
+    target: Target,
+    keys: UnitKeys,
+    tool: str,
+    metrics: Mapping[str, float],
+    stderr: Mapping[str, float],
+    num_problems: int,
+) -> list[dict[str, Any]]:
+    """An external tool's metrics (``keys``: with the tool as the checker, ``UnitKeys.with_tool``), each with the
+    normal interval of its standard error when the tool gives one."""
+    rows = []
+    for metric, value in metrics.items():
+        interval = normal_interval(value, stderr.get(metric))
+        rows.append(metric_row(unit, target, keys, tool, metric, interval, unit.benchmark.n, num_problems))
+    return rows
+
+
+def score_unit(
+    unit: UnitSettings,
+    target: Target,
+    keys: UnitKeys,
+    problems: list[Problem],
+    generations: list[dict[str, Any]],
+    checker: Any,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
+    """A math unit's sample records, metric rows and counts from its generations."""
+    samples, counts = sample_rows(unit, target, keys, problems, generations, checker)
+    return samples, math_metric_rows(unit, target, keys, group_by_problem(problems, samples)), counts
 
 
 def settings_columns(settings: dict[str, Any]) -> dict[str, str]:
     """The ``settings`` and ``settings_key`` columns of a metric row."""
     return {"settings": settings_json(settings), "settings_key": settings_key(settings)}
-
-
-def write_unit_outputs(
-    paths: UnitPaths, samples: list[dict[str, Any]] | None, metrics: list[dict[str, Any]], record: dict[str, Any]
-) -> None:
-    """Write a unit's samples and metrics, then its ``unit.json`` (the marker that the unit is complete)."""
-    paths.unit.unlink(missing_ok=True)
-    if samples is not None:
-        write_table_atomic(samples, SAMPLE_SCHEMA, paths.samples)
-    else:
-        paths.samples.unlink(missing_ok=True)
-    write_table_atomic(metrics, METRIC_SCHEMA, paths.metrics)
-    write_json_atomic(record, paths.unit)
 
 
 def _complete_units(units_dir: Path) -> list[tuple[Path, dict[str, Any]]]:

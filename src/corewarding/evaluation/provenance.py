@@ -1,30 +1,47 @@
-"""The settings a stored score was produced with, and the key that says whether two scores are comparable.
+"""The settings a stored score was produced with, and the keys that say whether a unit or two scores are comparable.
 
-Every metric row carries ``settings`` (JSON) and ``settings_key``: the generation backend and its version, the
-tensor-parallel size, dtype, batch size, temperature, top-p, samples n, max new tokens, seed, the chat template's
-SHA-256 and the system prompt, the checker and its version (which changes with its code: ``checker_version``), the
-benchmark file's SHA-256 and the model revision. The key hashes all of them but the model revision (which always differs
-between a released checkpoint and a reproduction): two scores with the same key were produced under the same protocol.
+:class:`UnitSettings` reads a benchmark's config once and yields a unit's keys (:class:`UnitKeys`): the generation
+key (what shaped its generations: model revision, data, sampling, backend, seed), the scoring key (checkers, metrics,
+bootstrap) and its settings. Every metric row carries those settings (JSON) and their key: the generation backend and
+its version, the tensor-parallel size, dtype, batch size, temperature, top-p, samples n, max new tokens, seed, the chat
+template's SHA-256 and the system prompt, the checker and its version (which changes with its code:
+``checker_version``), the benchmark file's SHA-256 and the model revision. The settings key hashes all of them but the
+model revision (which always differs between a released checkpoint and a reproduction): two scores with the same key
+were produced under the same protocol.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from corewarding.evaluation.benchmarks import Problem
 from corewarding.evaluation.external import common as external_common
 from corewarding.evaluation.external import registry as external_registry
+from corewarding.evaluation.targets import Target
+from corewarding.files import file_sha256
 from corewarding.grading import answers, equivalence, math_verify_worker
-from corewarding.lm.generation import vllm_dtype
+from corewarding.lm.generation import SamplingSettings, vllm_dtype
+from corewarding.schemas import BenchmarkConfig, BootstrapConfig, GenerationConfig, MathVerifyConfig, typed
+from corewarding.settings_diff import settings_key
+
+# the benchmark's settings a math unit's generations depend on (besides the sampling)
+GENERATION_FIELDS = ("name", "system_prompt", "answer_field", "limit")
+
+
+def digest(material: Any) -> str:
+    """A short stable hash of JSON-able ``material``."""
+    text = json.dumps(material, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @cache
@@ -56,7 +73,7 @@ def chat_template_sha256(model_path: str | Path) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def prompt_of(problems: list[Problem], configured: str) -> str:
+def prompt_of(problems: Sequence[Problem], configured: str) -> str:
     """The system prompt the problems were asked with: the first problem's system message, else the setting."""
     for message in problems[0].messages if problems else []:
         if message.get("role") == "system":
@@ -64,43 +81,139 @@ def prompt_of(problems: list[Problem], configured: str) -> str:
     return "" if configured == "training" else configured
 
 
-def generation_settings(cfg: DictConfig) -> dict[str, Any]:
+def generation_settings(generation: GenerationConfig) -> dict[str, Any]:
     """The backend, its version and its engine settings (tensor parallelism is 1 for transformers; vLLM's dtype is
     the one it runs with here: float32 on its CPU build)."""
-    gen = cfg.generation
-    backend = str(gen.backend)
+    backend = generation.backend
     return {
         "generation_backend": backend,
         "generation_version": package_version("vllm" if backend == "vllm" else "transformers"),
-        "tensor_parallel_size": int(gen.get("tensor_parallel_size", 1) or 1),
-        "dtype": vllm_dtype(str(gen.dtype)) if backend == "vllm" else str(gen.dtype),
-        "batch_size": int(gen.batch_size) if gen.get("batch_size") is not None else None,
+        "tensor_parallel_size": int(generation.tensor_parallel_size or 1),
+        "dtype": vllm_dtype(generation.dtype) if backend == "vllm" else generation.dtype,
+        "batch_size": generation.batch_size,
     }
 
 
-def unit_settings(
-    cfg: DictConfig,
-    *,
-    model_path: str,
-    model_revision: str,
-    benchmark_sha256: str | None,
-    prompt: str,
-    n: int,
-) -> dict[str, Any]:
-    """The settings of one (target, benchmark) unit, all but the checker (``checker_settings`` adds it)."""
-    spec = cfg.benchmark
-    return {
-        **generation_settings(cfg),
-        "temperature": float(spec.temperature),
-        "top_p": float(spec.top_p),
-        "n": n,
-        "max_new_tokens": int(spec.max_new_tokens),
-        "seed": int(cfg.seed),
-        "chat_template_sha256": chat_template_sha256(model_path),
-        "prompt": prompt,
-        "benchmark_sha256": benchmark_sha256,
-        "model_revision": model_revision,
-    }
+@dataclass(frozen=True)
+class UnitKeys:
+    """A unit's identity: the key of what shaped its generations (``material``), the key of how they are scored,
+    its settings with their key, and each checker's settings (the unit's plus the checker and its version)."""
+
+    generation: str
+    scoring: str
+    material: dict[str, Any]
+    settings: dict[str, Any]
+    settings_key: str
+    checkers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def with_tool(self, tool: str, tool_version: str | None) -> UnitKeys:
+        """These keys with an external tool as the checker (known once the tool has run)."""
+        return replace(self, checkers={tool: checker_settings(self.settings, tool, tool_version)})
+
+
+@dataclass(frozen=True)
+class UnitSettings:
+    """What a benchmark's units are evaluated with, read from its config once: it yields each unit's keys."""
+
+    name: str
+    kind: str  # math | external
+    benchmark: BenchmarkConfig
+    generation: GenerationConfig
+    sampling: SamplingSettings  # n: 1 when greedy
+    seed: int
+    chunk_size: int
+    checkers: tuple[str, ...]
+    math_verify_timeout_s: float
+    bootstrap: BootstrapConfig
+    engine: dict[str, Any]  # generation_settings
+    composed_generation: dict[str, Any]  # the generation section as composed (vLLM's dtype: the one it runs with)
+    composed_benchmark: dict[str, Any]  # the benchmark section as composed, interpolations unresolved
+    resolved_benchmark: dict[str, Any]  # and resolved (what an external tool reads)
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> UnitSettings:
+        """The settings of ``cfg``'s benchmark (a config of ``configs/eval.yaml``)."""
+        bench = typed(BenchmarkConfig, cfg.benchmark, "benchmark")
+        generation = typed(GenerationConfig, cfg.generation, "generation")
+        composed: dict[str, Any] = OmegaConf.to_container(cfg.generation)  # type: ignore[assignment]  # a mapping
+        if generation.backend == "vllm":
+            composed["dtype"] = vllm_dtype(generation.dtype)
+        temperature = float(bench.temperature)
+        return cls(
+            name=bench.name,
+            kind=bench.kind,
+            benchmark=bench,
+            generation=generation,
+            sampling=SamplingSettings(
+                1 if temperature == 0 else bench.n, temperature, float(bench.top_p), bench.max_new_tokens
+            ),
+            seed=int(cfg.seed),
+            chunk_size=int(cfg.chunk_size),
+            checkers=tuple(str(c) for c in cfg.checkers),
+            math_verify_timeout_s=float(typed(MathVerifyConfig, cfg.math_verify, "math_verify").timeout_s),
+            bootstrap=typed(BootstrapConfig, cfg.bootstrap, "bootstrap"),
+            engine=generation_settings(generation),
+            composed_generation=composed,
+            composed_benchmark=OmegaConf.to_container(cfg.benchmark),  # type: ignore[arg-type]  # a mapping
+            resolved_benchmark=OmegaConf.to_container(cfg.benchmark, resolve=True),  # type: ignore[arg-type]  # a mapping
+        )
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """Each (checker, metric) of a math unit's metric rows, in the config's order."""
+        return [(c, m) for c in self.checkers for m in self.benchmark.metrics]
+
+    def settings(self, target: Target, benchmark_sha256: str | None, prompt: str, n: int) -> dict[str, Any]:
+        """The settings of one unit, all but the checker (``checker_settings`` adds it)."""
+        return {
+            **self.engine,
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "n": n,
+            "max_new_tokens": self.sampling.max_new_tokens,
+            "seed": self.seed,
+            "chat_template_sha256": chat_template_sha256(target.model_path),
+            "prompt": prompt,
+            "benchmark_sha256": benchmark_sha256,
+            "model_revision": target.revision,
+        }
+
+    def math_keys(self, target: Target, data_path: Path, problems: Sequence[Problem]) -> UnitKeys:
+        """A math unit's keys: its generations come from ``data_path``'s ``problems``."""
+        data_sha256 = file_sha256(data_path)
+        material = {
+            "model_revision": target.revision,
+            "data_sha256": data_sha256,
+            "benchmark": {k: getattr(self.benchmark, k) for k in GENERATION_FIELDS},
+            "sampling": asdict(self.sampling),
+            "generation": self.composed_generation,
+            "seed": self.seed,
+            "chunk_size": self.chunk_size,
+        }
+        scoring = {
+            "checkers": list(self.checkers),
+            "math_verify_timeout_s": self.math_verify_timeout_s,
+            "metrics": list(self.benchmark.metrics),
+            "bootstrap": asdict(self.bootstrap),
+            "seed": self.seed,
+        }
+        prompt = prompt_of(problems, str(self.benchmark.system_prompt))
+        settings = self.settings(target, data_sha256, prompt, self.sampling.n)
+        checkers = {c: checker_settings(settings, c) for c in self.checkers}
+        return UnitKeys(digest(material), digest(scoring), material, settings, settings_key(settings), checkers)
+
+    def external_keys(self, target: Target) -> UnitKeys:
+        """An external benchmark's keys: one key of everything that shapes its result (the tool reads its own copy of
+        the benchmark, so the settings have no benchmark SHA-256); the checker is the tool (``UnitKeys.with_tool``)."""
+        material = {
+            "model_revision": target.revision,
+            "benchmark": self.composed_benchmark,
+            "backend": self.generation.backend,
+            "seed": self.seed,
+        }
+        key = digest(material)
+        settings = self.settings(target, None, self.benchmark.system_prompt or "", self.benchmark.n)
+        return UnitKeys(key, key, material, settings, settings_key(settings))
 
 
 # The modules whose code decides a checker's verdict: the strict checker's normalisation, math-verify's wrapper (what

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from corewarding.eval_rows import SAMPLE_CHECKERS
 from corewarding.grading.answers import extract_boxed_answer, is_equiv_strict
 from corewarding.grading.equivalence import MathVerifyChecker, Verdict
 
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["CHECKERS", "Scored", "score_responses"]
 
-CHECKERS = ("strict", "math_verify")
+CHECKERS = SAMPLE_CHECKERS  # strict, math_verify: the checkers that judge each sample (eval_rows.CHECKER_TABLE)
 
 
 @dataclass(frozen=True)

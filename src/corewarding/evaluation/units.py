@@ -4,12 +4,11 @@
 ``generations.parquet`` (the sampled responses) with ``generation.json`` (the key of what shaped them), then
 ``samples.parquet`` and ``metrics.parquet`` with ``unit.json`` (both keys), written last: a unit whose
 ``unit.json`` matches the current keys is done. Chunks of an unfinished generation wait in
-``.chunks/<generation key>/`` and are reused by the next attempt.
+``.chunks/<generation key>/`` and are reused by the next attempt. The keys come from ``provenance.UnitSettings``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corewarding.eval_rows import GENERATION_COLUMNS, METRIC_TABLE, SAMPLE_TABLE, arrow_schema, columns
 from corewarding.files import atomic_path, write_json_atomic
 
 
@@ -35,27 +35,9 @@ class UnitOutcome:
     timing: dict[str, float] = field(default_factory=dict)  # generation_seconds (loading excluded), scoring_seconds
 
 
-GENERATION_SCHEMA = pa.schema(
-    [
-        ("problem_id", pa.string()),
-        ("sample_index", pa.int32()),
-        ("response", pa.string()),
-        ("length", pa.int32()),
-        ("finish_reason", pa.string()),
-    ]
-)
-
-
-def digest(material: Any) -> str:
-    """A short stable hash of JSON-able ``material``."""
-    text = json.dumps(material, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def unit_folder(units_dir: Path, label: str, name: str, key: str | None) -> Path:
-    """``units/<step label>/<benchmark>``, or with a settings ``key`` (an audit keeps every protocol's scores)
-    ``units/<step label>/<benchmark>@<key>``."""
-    return units_dir / label / (name if key is None else f"{name}@{key}")
+SAMPLE_SCHEMA = arrow_schema(SAMPLE_TABLE)
+METRIC_SCHEMA = arrow_schema(METRIC_TABLE)
+GENERATION_SCHEMA = arrow_schema(columns(SAMPLE_TABLE, GENERATION_COLUMNS))  # as the samples spell them
 
 
 def write_table_atomic(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:
@@ -79,6 +61,12 @@ class UnitPaths:
     """The files of one unit."""
 
     root: Path
+
+    @classmethod
+    def at(cls, units_dir: Path, label: str, name: str, key: str | None) -> UnitPaths:
+        """``units/<step label>/<benchmark>``, or with a settings ``key`` (an audit keeps every protocol's scores)
+        ``units/<step label>/<benchmark>@<key>``."""
+        return cls(units_dir / label / (name if key is None else f"{name}@{key}"))
 
     @property
     def generations(self) -> Path:
@@ -107,9 +95,13 @@ class UnitPaths:
         record = read_json(self.unit) or {}
         return record.get("generation_key") == generation_key and record.get("scoring_key") == scoring_key
 
-    def has_generations(self, key: str) -> bool:
+    def stored_generations(self, key: str) -> list[dict[str, Any]] | None:
+        """The generations committed under ``key``, or None (none yet, or made with other settings)."""
         record = read_json(self.generation_key) or {}
-        return self.generations.is_file() and record.get("generation_key") == key
+        if not self.generations.is_file() or record.get("generation_key") != key:
+            return None
+        rows: list[dict[str, Any]] = pq.read_table(self.generations).to_pylist()
+        return rows
 
     def read_chunk(self, key: str, index: int) -> list[dict[str, Any]] | None:
         """A finished chunk's rows, or None (a chunk file is written atomically, so it is whole or absent)."""
@@ -125,6 +117,15 @@ class UnitPaths:
         write_json_atomic({"generation_key": key, **material}, self.generation_key)
         shutil.rmtree(self.root / ".chunks", ignore_errors=True)
 
-    def read_generations(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = pq.read_table(self.generations).to_pylist()
-        return rows
+    def write_outputs(
+        self, samples: list[dict[str, Any]] | None, metrics: list[dict[str, Any]], record: dict[str, Any]
+    ) -> None:
+        """Write the unit's samples (None: an external unit has none) and metrics, then its ``unit.json`` (the marker
+        that the unit is complete)."""
+        self.unit.unlink(missing_ok=True)
+        if samples is not None:
+            write_table_atomic(samples, SAMPLE_SCHEMA, self.samples)
+        else:
+            self.samples.unlink(missing_ok=True)
+        write_table_atomic(metrics, METRIC_SCHEMA, self.metrics)
+        write_json_atomic(record, self.unit)

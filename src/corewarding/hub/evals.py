@@ -18,12 +18,13 @@ import pyarrow.parquet as pq
 from huggingface_hub import EvalResult
 
 from corewarding.config import load_group_option
+from corewarding.eval_rows import PREFERRED_CHECKERS
 from corewarding.hub.errors import PublishInputError
 from corewarding.run_folder import EVAL_METRICS
 
 log = logging.getLogger(__name__)
 
-CHECKER_PREFERENCE = ("math_verify", "strict")
+CHECKER_PREFERENCE = PREFERRED_CHECKERS  # math_verify, strict
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from corewarding.config import CONFIG_DIR_ENV, compose_config, config_dir
 from corewarding.evaluation.external import RunSettings, external_benchmarks, missing_reason, run_external
 from corewarding.evaluation.external.lm_eval_tasks import build_lm_eval_call, lm_eval_task, parse_lm_eval_results
 from corewarding.evaluation.external_units import evaluate_external_unit
+from corewarding.evaluation.provenance import UnitSettings
 from corewarding.evaluation.targets import Target
 
 HAS_LM_EVAL = importlib.util.find_spec("lm_eval") is not None
@@ -106,7 +107,8 @@ def test_the_new_benchmark_runs_as_a_unit(
     assert result.raw_path == tmp_path / "direct" / "lm_eval_gpqa_diamond_results.json"
 
     cfg = compose_config(["benchmark=gpqa_diamond", "seed=5"], config_name="eval")
-    outcome = evaluate_external_unit(cfg, Target(step=None, model_path="m", revision="r"), tmp_path / "units")
+    target = Target(step=None, model_path="m", revision="r")
+    outcome = evaluate_external_unit(UnitSettings.from_config(cfg), target, tmp_path / "units")
     assert (outcome.status, outcome.metrics) == ("evaluated", {"accuracy": 0.30})
     assert calls[-1]["model"] == "hf" and calls[-1]["random_seed"] == 5  # generation=transformers: lm-eval's hf
     assert calls[-1]["tasks"] == ["gpqa_diamond_cot_zeroshot"]

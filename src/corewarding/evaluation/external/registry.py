@@ -81,9 +81,12 @@ def external_benchmarks() -> dict[str, ExternalBenchmark]:
     found: list[ExternalBenchmark] = []
     for path in sorted((config_dir() / "benchmark").glob("*.yaml")):
         loaded = OmegaConf.load(path)
-        section = loaded.get("benchmark") if isinstance(loaded, DictConfig) else None
-        if isinstance(section, DictConfig) and section.get("kind") == "external":
-            found.append(ExternalBenchmark.from_spec(OmegaConf.to_container(section, resolve=False)))  # type: ignore[arg-type]
+        if not isinstance(loaded, DictConfig):
+            continue
+        section = loaded.get("benchmark")  # raw read: a benchmark file, read before composing (any kind)
+        if isinstance(section, DictConfig) and section.get("kind") == "external":  # raw read: as above
+            spec = OmegaConf.to_container(section, resolve=False)
+            found.append(ExternalBenchmark.from_spec(spec))  # type: ignore[arg-type]  # a DictConfig's container: a dict
     order = list(TOOLS)
     found.sort(key=lambda b: (order.index(b.tool) if b.tool in order else len(order), b.name))
     return {b.name: b for b in found}
