@@ -17,7 +17,8 @@ from prefect.runtime import flow_run
 
 from corewarding.pipeline.cells import CellPlan, all_data_stages, data_groups, plan_cells
 from corewarding.pipeline.jobs import cell_job
-from corewarding.pipeline.report import CellReport, PipelineReport
+from corewarding.pipeline.options import with_run_options
+from corewarding.pipeline.run_summary import CellReport, PipelineReport
 from corewarding.pipeline.settings import PipelineSettings, load_settings, should_record
 from corewarding.pipeline.store import sharing
 from flows import fanout, tasks
@@ -38,32 +39,21 @@ def _run_here(plans: list[CellPlan], settings: PipelineSettings) -> list[CellRep
 
 
 @flow(name="corewarding-pipeline")
-def pipeline(
-    matrix: str | None = None,
-    methods: list[str] | None = None,
-    base_models: list[str] | None = None,
-    datasets: list[str] | None = None,
-    cells: list[str] | None = None,
-    steps: list[str] | None = None,
-    overrides: list[str] | None = None,
-    eval_overrides: list[str] | None = None,
-    push: bool | None = None,
-    force_evaluate: bool | None = None,
-    work_pool: str | None = None,
-    config: list[str] | None = None,
-    schedule: str | None = None,
-) -> dict[str, Any]:
-    """Run the selected cells of a matrix (``configs/pipeline.yaml`` holds the defaults of every parameter). A run
-    started through the Prefect API (a schedule's) takes only ``schedule`` (a name of ``configs/pipeline.yaml:
-    deployments``) and ``work_pool``; its settings come from this checkout's configs."""
+@with_run_options
+def pipeline(*, config: list[str] | None = None, schedule: str | None = None, **options: Any) -> dict[str, Any]:
+    """Run the selected cells of a matrix. Its parameters are the run options (``RunOptions`` in
+    corewarding/pipeline/options.py: matrix, methods, steps, push, work_pool...; None: ``configs/pipeline.yaml``'s
+    value), ``config`` (``configs/pipeline.yaml`` overrides) and ``schedule``. A run started through the Prefect API
+    (a schedule's) takes only ``schedule`` and ``work_pool``; its settings come from this checkout's configs.
+
+    Args:
+        config: configs/pipeline.yaml overrides (key=value), applied before the options
+        schedule: a scheduled run's name in configs/pipeline.yaml: deployments (its options are read there)
+    """
     if started_from_api():
         settings = scheduled_settings(dict(flow_run.get_parameters()))
     else:
-        settings = load_settings(
-            config or [], matrix=matrix, methods=methods, base_models=base_models, datasets=datasets, cells=cells,
-            steps=steps, overrides=overrides, eval_overrides=eval_overrides, push=push, force_evaluate=force_evaluate,
-            work_pool=work_pool,
-        )  # fmt: skip
+        settings = load_settings(config or [], **options)
     plans = plan_cells(settings.selection, settings.overrides, settings.eval_overrides)
     store_url = sharing.store_url(settings, Path.cwd())
     report = PipelineReport(settings.selection.matrix, [])

@@ -23,9 +23,9 @@ from corewarding.pipeline.cells import (
     method_parent,
     plan_cells,
 )
-from corewarding.pipeline.report import CellReport, PipelineFailed, PipelineReport
+from corewarding.pipeline.run_summary import CellReport, PipelineFailed, PipelineReport
 from corewarding.pipeline.settings import deployment_specs, load_settings
-from corewarding.results.store import StoreBusyError
+from corewarding.results.store.store import StoreBusyError
 from corewarding.training.inputs import prompt_length_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]

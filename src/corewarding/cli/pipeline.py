@@ -1,11 +1,15 @@
-"""``corewarding pipeline run|cells``, ``cell train|evaluate`` (the DVC stages), ``deploy`` and ``worker``."""
+"""``corewarding pipeline run|cells``, ``cell train|evaluate`` (the DVC stages), ``deploy`` and ``worker``; the run's
+options come from the fields of ``RunOptions`` (corewarding/pipeline/options.py)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
+from typing import Any
 
 from corewarding import CHECKOUT
 from corewarding.cli.lazy import handler
+from corewarding.pipeline import options
 
 
 def _at_least_one(value: str) -> int:
@@ -19,24 +23,53 @@ def _at_least_one(value: str) -> int:
     return number
 
 
+def add_options(parser: argparse.ArgumentParser, names: Iterable[str] | None = None) -> None:
+    """The pipeline's run options (``RunOptions`` in corewarding/pipeline/options.py) as command-line options, in the
+    fields' order (only ``names`` when given): each field's flag, form and help line."""
+    for spec in options.specs(names):
+        form, text = spec.option.form, spec.option.help
+        text = {"list": f"comma-separated {text}", "repeat": f"{text}, repeatable"}.get(form, text)
+        if form == "positional":
+            parser.add_argument(spec.dest, nargs="*", type=spec.item, help=text)
+        elif form == "switch":
+            parser.add_argument(spec.flag, dest=spec.dest, action="store_true", help=text)
+        elif form == "repeat":
+            parser.add_argument(spec.flag, dest=spec.dest, action="append", default=[], type=spec.item, help=text)
+        else:  # a value, or a comma-separated list (split by options_from_args)
+            parser.add_argument(spec.flag, dest=spec.dest, default=None, type=None if form == "list" else spec.item,
+                                help=text)  # fmt: skip
+
+
+def options_from_args(args: argparse.Namespace, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The run options as ``load_settings``' keywords and the flow's parameters: None where not given (the
+    configured value), a list for a comma-separated or repeated option, True for a switch that is on."""
+    chosen: dict[str, Any] = {}
+    for spec in options.specs(names):
+        value, form = getattr(args, spec.dest, None), spec.option.form
+        if form == "list":
+            value = [spec.item(v) for v in str(value).split(",") if v] if value else None
+        if form in ("list", "repeat", "positional"):
+            value = list(value) if value else None
+        elif form == "switch":
+            value = True if value else None
+        chosen[spec.name] = value
+    return chosen
+
+
+# ``pipeline cells``: the selection and the training overrides (they change the cells' DVC entries).
+CELLS_OPTIONS = (*options.SELECTION, "overrides")
+
+
 def _add_selection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--matrix", default=None, help="configs/matrix/NAME.yaml (default: pipeline.yaml's, demo)")
-    parser.add_argument("--method", help="comma-separated methods, e.g. co_rewarding_1,co_rewarding_2")
-    parser.add_argument("--base-model", help="comma-separated base models")
-    parser.add_argument("--dataset", help="comma-separated datasets")
-    parser.add_argument("--cell", help="comma-separated cell ids")
+    add_options(parser, options.SELECTION)
     parser.add_argument("--config", action="append", default=[], help="configs/pipeline.yaml override, repeatable")
-    parser.add_argument("overrides", nargs="*", help="training overrides of every cell (paths.* apply to all steps)")
 
 
-def _add_run(pipeline: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_run(pipeline: argparse._SubParsersAction) -> None:
     """Register ``pipeline run``."""
     run = pipeline.add_parser("run", help="data, then per cell train, evaluate, ingest, publish (Prefect flow)")
     _add_selection(run)
-    run.add_argument("--steps", help="comma-separated subset of data,train,evaluate,ingest,publish")
-    run.add_argument("--eval-override", action="append", default=[], help="an evaluation override, repeatable")
-    run.add_argument("--push", action="store_true", help="upload to the Hub (token: HF_TOKEN or the HF cache)")
-    run.add_argument("--force-evaluate", action="store_true", help="call the evaluation even for evaluated steps")
+    add_options(run, [name for name in options.names() if name not in options.SELECTION])  # every other option
     run.add_argument(
         "--json", action="store_true",
         help="print the report (with --dry-run: the plan) as one JSON document on stdout; the table goes to stderr",
@@ -50,15 +83,10 @@ def _add_run(pipeline: argparse._SubParsersAction) -> None:  # type: ignore[type
         "--gpus", type=_at_least_one, default=None, metavar="N",
         help="with --dry-run: the GPUs to give the wall time for (default: 8); each cell takes its own GPU count",
     )  # fmt: skip
-    run.add_argument(
-        "--work-pool", default=None,
-        help="run each cell as a flow run on this Prefect work pool (corewarding deploy --work-pool registers it; "
-        "needs PREFECT_API_URL and a shared store: store.url or store.dvc_remote)",
-    )  # fmt: skip
     run.set_defaults(func=handler("corewarding.cli.pipeline_commands:run"))
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Register ``pipeline``, ``cell`` and ``deploy``."""
     pipeline = sub.add_parser("pipeline", help="the Prefect pipeline over the matrix").add_subparsers(
         dest="action", required=True
@@ -66,6 +94,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _add_run(pipeline)
     cells = pipeline.add_parser("cells", help="the selected cells, their data stages and DVC entries")
     _add_selection(cells)
+    add_options(cells, [name for name in CELLS_OPTIONS if name not in options.SELECTION])
     cells.add_argument("--write", action="store_true", help="add them and their data stages to params.yaml")
     cells.set_defaults(func=handler("corewarding.cli.pipeline_commands:cells"))
 

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from corewarding.cli.output import print_json, stdout_to_stderr
+from corewarding.cli.pipeline import CELLS_OPTIONS, options_from_args
 from corewarding.config import ConfigError, compose_config
 from corewarding.interrupts import Interrupted, interruptible, resume_hint
 from corewarding.matrix import load_matrix
-from corewarding.pipeline import steps
+from corewarding.pipeline import options, steps
 from corewarding.pipeline.cells import (
     CellPlan,
     all_data_stages,
@@ -27,7 +28,7 @@ from corewarding.pipeline.cells import (
 )
 from corewarding.pipeline.dvc import add_cells_to_params, add_data_stages
 from corewarding.pipeline.job_checks import STORE_VARIABLE
-from corewarding.pipeline.report import PipelineFailed, PipelineReport, format_report
+from corewarding.pipeline.run_summary import PipelineFailed, PipelineReport, format_report
 from corewarding.runtime.pool_checks import (
     PoolError,
     check_job_overrides,
@@ -42,25 +43,13 @@ from corewarding.runtime.prefect_session import prefect_api
 from corewarding.runtime.worker import checkout_root
 
 
-def listing(value: str | None) -> list[str] | None:
-    """A comma-separated option as a list (None when not given)."""
-    return [v for v in value.split(",") if v] if value else None
-
-
 def selection_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The matrix and the cell selection options, as the pipeline flow's parameters."""
-    return {
-        "matrix": args.matrix,
-        "methods": listing(args.method),
-        "base_models": listing(args.base_model),
-        "datasets": listing(args.dataset),
-        "cells": listing(args.cell),
-    }
+    return options_from_args(args, options.SELECTION)
 
 
 # Each selection option, the argparse attribute it lands in and the Selection facet it fills.
-SELECTION_OPTIONS = (("--method", "method", "methods"), ("--base-model", "base_model", "base_models"),
-                     ("--dataset", "dataset", "datasets"), ("--cell", "cell", "cells"))  # fmt: skip
+SELECTION_OPTIONS = tuple((s.flag, s.dest, s.name) for s in options.specs(options.SELECTION) if s.name != "matrix")
 
 
 def selection_labels(args: argparse.Namespace) -> dict[str, str]:
@@ -78,10 +67,7 @@ def _preflight(args: argparse.Namespace) -> Any:
     config: a typo fails in a second, as one line, before Prefect starts."""
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
-    settings = load_settings(
-        args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
-        eval_overrides=args.eval_override, work_pool=args.work_pool,
-    )  # fmt: skip
+    settings = load_settings(args.config, **options_from_args(args))
     if settings.work_pool:  # what crosses to another machine is a value, never a lookup on it
         require_api_url(f"--work-pool {settings.work_pool}")
         require_pool_key(f"--work-pool {settings.work_pool}")  # the cell jobs are signed with it
@@ -98,10 +84,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
     with stdout_to_stderr(args.json):  # --json: the table on stderr, stdout the JSON document alone
-        settings = load_settings(
-            args.config, **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
-            eval_overrides=args.eval_override,
-        )  # fmt: skip
+        settings = load_settings(args.config, **{**options_from_args(args), "work_pool": None})  # plans here
         plans = plan_cells(
             settings.selection, settings.overrides, settings.eval_overrides, labels=selection_labels(args),
             workers=None,  # as many processes as the cells and cores make worth it (compose_pool)
@@ -142,11 +125,7 @@ def _run_flow(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     from flows.pipeline import pipeline  # prefect: imported when used
 
     try:
-        result = pipeline(
-            **selection_kwargs(args), steps=listing(args.steps), overrides=args.overrides,
-            eval_overrides=args.eval_override, push=True if args.push else None,
-            force_evaluate=True if args.force_evaluate else None, work_pool=args.work_pool, config=args.config,
-        )  # fmt: skip
+        result = pipeline(**options_from_args(args), config=args.config)
     except PipelineFailed as failed:
         print(format_report(failed.report))
         print(f"\nerror: {failed}", file=sys.stderr)
@@ -159,7 +138,7 @@ def _run_flow(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
 def cells(args: argparse.Namespace) -> int:
     from corewarding.pipeline.settings import load_settings  # duckdb: imported when used
 
-    settings = load_settings(args.config, **selection_kwargs(args), overrides=args.overrides)
+    settings = load_settings(args.config, **options_from_args(args, CELLS_OPTIONS))
     plans = plan_cells(settings.selection, settings.overrides, labels=selection_labels(args))
     for plan in plans:
         print(json.dumps({"cell_id": plan.cell_id, "data_stages": data_stages(plan), **dvc_entry(plan)}))

@@ -1,18 +1,21 @@
-"""The pipeline's settings: ``configs/pipeline.yaml`` composed with Hydra, then the flow's parameters on top."""
+"""The pipeline's settings: ``configs/pipeline.yaml`` composed with Hydra, then the run options (``RunOptions``: the
+flow's parameters, ``pipeline run``'s options) on top."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from corewarding.config import ConfigError, compose_config, config_dir
+from corewarding.pipeline import options
 from corewarding.pipeline.cells import Selection
 from corewarding.pipeline.dvc import is_dvc_repo
-from corewarding.results.store import default_db
+from corewarding.pipeline.options import RunOptions
+from corewarding.results.store.store import default_db
 from corewarding.schemas import ALERT_EVENTS, AlertsConfig, CellsConfig, StoreConfig, typed
 
 STEPS = ("data", "train", "evaluate", "ingest", "publish", "audit")
@@ -48,6 +51,9 @@ class PipelineSettings:
     alerts_block: str | None = None  # the Prefect notification block alerts go through; None: no alerts
     alert_events: tuple[str, ...] = ALERT_EVENTS
     claims_file: Path | None = None  # the claims whose verdict changes are sent; None: configs/claims.yaml
+    # every run option, the configured value filled in (a new option is read here: settings.options.<name>); its
+    # lists make it unhashable, so it is left out of comparisons (the fields above hold the same values)
+    options: RunOptions = field(default_factory=RunOptions, compare=False)
 
 
 def _strings(value: object, key: str) -> tuple[str, ...]:
@@ -68,25 +74,25 @@ def _optional(value: object) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def load_settings(
-    config: Sequence[str] = (),
-    *,
-    matrix: str | None = None,
-    methods: Sequence[str] | None = None,
-    base_models: Sequence[str] | None = None,
-    datasets: Sequence[str] | None = None,
-    cells: Sequence[str] | None = None,
-    steps: Sequence[str] | None = None,
-    overrides: Sequence[str] | None = None,
-    eval_overrides: Sequence[str] | None = None,
-    push: bool | None = None,
-    force_evaluate: bool | None = None,
-    work_pool: str | None = None,
-) -> PipelineSettings:
-    """Compose ``configs/pipeline.yaml`` with ``config`` overrides; the keyword arguments, when given, win."""
+def _configured(cfg: DictConfig, key: str | None) -> object:
+    """The value at ``key`` of the composed config as plain Python (None: no key, or not there)."""
+    value = OmegaConf.select(cfg, key) if key else None  # raw read: a run option's key, named by its field
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
+
+
+def resolve_options(cfg: DictConfig, given: Mapping[str, object]) -> RunOptions:
+    """Every run option: the one given (not None) wins, else ``configs/pipeline.yaml``'s (its field's key)."""
+    values = {s.name: _configured(cfg, s.option.config) for s in options.specs()}
+    values.update((name, value) for name, value in given.items() if value is not None or name not in values)
+    return options.make(values)  # an unknown name: TypeError
+
+
+def load_settings(config: Sequence[str] = (), **given: Any) -> PipelineSettings:
+    """Compose ``configs/pipeline.yaml`` with ``config`` overrides; the run options given (``RunOptions``' fields:
+    matrix, methods, steps, overrides, push, work_pool...), when not None, win."""
     cfg = compose_config(config, config_name="pipeline")
-    select = cfg.select
-    chosen_steps = _strings(steps if steps is not None else list(cfg.steps), "steps")
+    run = resolve_options(cfg, given)
+    chosen_steps = _strings(run.steps, "steps")
     unknown = [s for s in chosen_steps if s not in STEPS]
     if unknown or not chosen_steps:
         raise ConfigError(f"steps={list(chosen_steps)}: each must be one of {', '.join(STEPS)}")
@@ -94,34 +100,34 @@ def load_settings(
     alerts = typed(AlertsConfig, cfg.alerts, "alerts")
     if str(cfg.publish.steps) not in ("last", "all"):
         raise ConfigError(f"publish.steps={cfg.publish.steps!r}: must be last or all")
-    train_overrides = _strings(overrides, "overrides")
+    train_overrides = _strings(run.overrides, "overrides")
     moved = [o for o in train_overrides if o.lstrip("+").split("=")[0] in ("paths.data_dir", "paths.artifacts_dir")]
     if moved and "data" in chosen_steps:
         raise ConfigError(
             f"overrides {moved}: the data stages (dvc.yaml) write to the default data and artifacts folders; "
             "run without the data step (steps without 'data') to train on files kept elsewhere"
         )
-    if _optional(work_pool if work_pool is not None else cfg.work_pool) and not store.configured:
+    if _optional(run.work_pool) and not store.configured:
         raise ConfigError(
             "work_pool: cells on a work pool need a shared store (store.url or store.dvc_remote): "
             "their run folders reach this machine through it"
         )
     selection = Selection(
-        matrix=str(matrix or cfg.matrix),
-        methods=_strings(methods if methods is not None else list(select.methods), "methods"),
-        base_models=_strings(base_models if base_models is not None else list(select.base_models), "base_models"),
-        datasets=_strings(datasets if datasets is not None else list(select.datasets), "datasets"),
-        cells=_strings(cells if cells is not None else list(select.cells), "cells"),
+        matrix=str(run.matrix or cfg.matrix),
+        methods=_strings(run.methods, "methods"),
+        base_models=_strings(run.base_models, "base_models"),
+        datasets=_strings(run.datasets, "datasets"),
+        cells=_strings(run.cells, "cells"),
     )
     return PipelineSettings(
         selection=selection,
         steps=chosen_steps,
         overrides=train_overrides,
-        eval_overrides=_strings(eval_overrides, "eval_overrides"),
-        force_evaluate=bool(cfg.force_evaluate if force_evaluate is None else force_evaluate),
+        eval_overrides=_strings(run.eval_overrides, "eval_overrides"),
+        force_evaluate=bool(run.force_evaluate),
         results_db=Path(str(cfg.results_db)) if cfg.results_db else default_db(),
         data_dir=Path(str(cfg.paths.data_dir)),
-        work_pool=_optional(work_pool if work_pool is not None else cfg.work_pool),
+        work_pool=_optional(run.work_pool),
         max_attempts=int(cell_runs.max_attempts),
         lease_timeout_s=float(cell_runs.lease_timeout_s),
         poll_s=float(cell_runs.poll_s),
@@ -131,7 +137,7 @@ def load_settings(
         retries_network=int(cfg.retries.network),
         retries_io=int(cfg.retries.io),
         retry_delay_s=float(cfg.retries.delay_s),
-        push=bool(cfg.publish.push if push is None else push),
+        push=bool(run.push),
         org=None if cfg.publish.org is None else str(cfg.publish.org),
         publish_steps=str(cfg.publish.steps),
         record_dvc=bool(cfg.dvc.record),
@@ -140,6 +146,7 @@ def load_settings(
         alerts_block=_optional(alerts.block),
         alert_events=alerts.events,
         claims_file=Path(alerts.claims_file) if alerts.claims_file else config_dir() / "claims.yaml",
+        options=run,
     )
 
 
@@ -166,11 +173,7 @@ def deployment_specs(config: Sequence[str] = ()) -> dict[str, dict[str, object]]
         name = str(name)
         if not isinstance(spec, dict) or not spec.get("cron"):
             raise ConfigError(f"deployments.{name}: needs a cron schedule")
-        unknown = set(spec.get("parameters") or {}) - set(FLOW_PARAMETERS)
+        unknown = set(spec.get("parameters") or {}) - {"config", *options.names()}  # the flow's parameters
         if unknown:
             raise ConfigError(f"deployments.{name}.parameters: unknown {', '.join(sorted(unknown))}")
-    return specs  # type: ignore[return-value]
-
-
-# The flow's parameters are load_settings' (the deployments' parameters must be among them).
-FLOW_PARAMETERS = tuple(inspect.signature(load_settings).parameters)
+    return specs  # type: ignore[return-value]  # a YAML mapping of names to dicts, each checked above
