@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from corewarding.config import ConfigError, config_dir, load_group_option
+from corewarding.config import ConfigError, config_dir, load_group_option, load_methods, shown_path
 from corewarding.yaml_bounds import read_yaml
 
 DEFAULT_HUB_ORG = "TMLR-Group-HF"
@@ -73,7 +73,7 @@ def seed_overrides(method: str, seed: int) -> list[str]:
     if seed == 0:
         return []
     root = OmegaConf.load(config_dir() / "config.yaml")
-    base_seed = int(OmegaConf.select(root, "seed", default=0))
+    base_seed = int(OmegaConf.select(root, "seed", default=0))  # raw read: a root key of config.yaml, not composed
     overrides = [f"+{SEED_KEY}={seed}", f"seed={base_seed + seed}"]
     data_seed = load_group_option("method", method).method.get("data_seed")
     return overrides + ([f"method.data_seed={int(data_seed) + seed}"] if data_seed is not None else [])
@@ -101,7 +101,12 @@ def parse_cell_id(cell_id: str) -> Cell:
 
 
 def _hub_name(group: str, option: str) -> str:
-    return str(load_group_option(group, option)[group]["hub_name"])
+    """The option's ``hub_name``; a KeyError of one line naming its file when it has none (a reader that only needs
+    names, such as ingestion, takes it as no repo id)."""
+    name = OmegaConf.select(load_group_option(group, option), f"{group}.hub_name")  # raw read: one key of one file
+    if not name:
+        raise KeyError(f"{shown_path(config_dir() / group / f'{option}.yaml')}: {group}.hub_name: missing")
+    return str(name)
 
 
 def hub_repo_id(cell: Cell, org: str = DEFAULT_HUB_ORG) -> str:
@@ -114,6 +119,12 @@ def hub_repo_id(cell: Cell, org: str = DEFAULT_HUB_ORG) -> str:
     model = _hub_name("base_model", cell.base_model)
     dataset = _hub_name("dataset", cell.dataset)
     return f"{org}/{method}-{model}-{dataset}" + (f"-seed{cell.seed}" if cell.seed else "")
+
+
+def check_methods(cells: Sequence[Cell]) -> None:
+    """Read each method the cells train as the dry run reads it (``config.load_methods``): a ConfigError of one line
+    naming the first method file and key that cannot work, before anything is listed or run."""
+    load_methods(list(dict.fromkeys(cell.method for cell in cells)))
 
 
 def run_dir(cell: Cell, runs_dir: str | Path = "runs") -> Path:

@@ -84,7 +84,7 @@ def test_the_override_examples_of_train_help_compose() -> None:
         "math",
         "verl",
     )
-    assert cfg.optimizer.lr == 1e-6 and cfg.verl.nnodes == 2 and cfg.method.note == "first-try"
+    assert cfg.optimizer.lr == 1e-6 and cfg.verl.nnodes == 2 and cfg.note == "first-try"
 
 
 def test_the_commands_users_type_for_a_work_pool_are_not_filed_as_internal() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from corewarding import methods
 from corewarding.config import compose_config, config_dir
 from corewarding.matrix import Cell, hub_repo_id, load_matrix, parse_cell_id, run_dir, select_cells
 
@@ -39,8 +41,12 @@ def test_paper_v3_matrix_adds_the_six_co_rewarding_3_cells_to_the_66() -> None:
     assert (v3.train_overrides, v3.eval_benchmarks, v3.eval_overrides) == (
         v2.train_overrides, v2.eval_benchmarks, v2.eval_overrides,
     )  # fmt: skip
+
+
+def test_the_demo_trains_every_registered_method_once_and_ground_truth_twice() -> None:
     demo = load_matrix("demo")
-    assert len(demo.cells) == 8 and demo.cells[-1].method == "co_rewarding_3"  # seven methods, ground truth twice
+    assert Counter(c.method for c in demo.cells) == {**dict.fromkeys(methods.names(), 1), "gt_grpo": 2}
+    assert {(c.base_model, c.dataset) for c in demo.cells} == {("tiny", "tiny")}
     assert [c.cell_id for c in demo.cells[:2]] == ["gt_grpo__tiny__tiny", "gt_grpo__tiny__tiny__seed1"]
 
 
@@ -140,12 +146,24 @@ def test_select_cells_and_unknown_names() -> None:
         ("backend=tpu", "backend='tpu'"),
         ("grpo.entropy_coeff=0.01", "grpo.entropy_coeff=0.01: must be 0"),
         ("method=co_rewarding_2 method.teacher.dtype=int8", "method.teacher.dtype='int8'"),
+        ("method.reward=ppo", f"method.reward='ppo': must be a registered method; known: {', '.join(methods.names())}"),
+        (
+            "method=co_rewarding_1 method.views=[original]",
+            "method.views=['original']: must be ['original', 'rephrased']"
+            ", the views of the registered method 'co_rewarding_1'",
+        ),
+        (
+            "method=co_rewarding_2 method.views=[original,teacher]",
+            "method.views=['original', 'teacher']: must be a list",
+        ),
+        ("+method.note=x", "method.note: unknown key; method has name, hub_name, reward, views"),
+        ("+method.train_on=both", "method.train_on='both': must be one of original, rephrased"),
     ],
 )
 def test_wrong_config_values_name_the_key(override: str, message: str) -> None:
     from corewarding.config import ConfigError
 
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         compose_config(override.split())
 
 

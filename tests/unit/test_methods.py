@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from corewarding import methods
+from corewarding.config import config_dir, load_methods
 from corewarding.methods import co_rewarding_1, co_rewarding_2, co_rewarding_3, gt_grpo, majority_voting
 from corewarding.methods.base import Rollout
 from corewarding.methods.registry import MethodSpec, register
@@ -27,14 +28,25 @@ def rewards(result) -> list[float]:
     return [s.reward for s in result.scored]
 
 
-def test_registry_holds_the_seven_methods_and_refuses_duplicates() -> None:
-    assert methods.names() == [
-        "co_rewarding_1", "co_rewarding_2", "co_rewarding_3", "entropy", "gt_grpo", "majority_voting",
-        "self_certainty",
-    ]  # fmt: skip
+def test_the_registry_holds_the_rewards_of_the_method_configs_and_refuses_duplicates() -> None:
+    """Every registered method has configs/method/<name>.yaml rewarding with it, and every method YAML rewards with
+    a registered method whose views (less the teacher's) it lists; variants (the ablations) reuse a reward."""
+    options = sorted(p.stem for p in (config_dir() / "method").glob("*.yaml"))
+    read = load_methods(options)
+    assert {m.name for m in read.values()} == set(options)  # each file's name is its option's
+    assert {m.reward for m in read.values()} == set(methods.names())
+    assert all(read[name].reward == name for name in methods.names())
+    variants = {m.name: m.reward for m in read.values() if m.name != m.reward}
+    assert variants == {
+        "co_rewarding_2_frozen_teacher": "co_rewarding_2", "majority_voting_rephrased": "majority_voting",
+    }  # fmt: skip
+    assert {m.name: m.views for m in read.values() if m.views != ("original",)} == {
+        "co_rewarding_1": ("original", "rephrased"), "co_rewarding_3": ("original", "rephrased"),
+    }  # fmt: skip
+    assert methods.get("co_rewarding_2").question_views == ("original",)  # its "teacher" view is not a question's
     with pytest.raises(ValueError, match="already registered"):
         register(MethodSpec("gt_grpo", "text", ("original",), ("original",)))
-    with pytest.raises(KeyError, match="known: co_rewarding_1, co_rewarding_2"):
+    with pytest.raises(KeyError, match=f'known: {", ".join(methods.names())}"'):
         methods.get("ppo")
 
 

@@ -62,15 +62,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 GROUP_OVERRIDES = "method=co_rewarding_2 base_model=qwen3-8b-base dataset=math backend=verl"
 KEY_OVERRIDES = "optimizer.lr=1e-6 schedule.total_steps=2 seed=1 verl.nnodes=2"
-NEW_KEY_OVERRIDE = "+method.note=first-try"
+NEW_KEY_OVERRIDE = "+note=first-try"
 TRAIN_OVERRIDES = f"""\
 overrides: Hydra's key=value over configs/ (configs/config.yaml and its groups):
   pick a group's file:      {GROUP_OVERRIDES}
                             (configs/method/, configs/base_model/, configs/dataset/ ...)
   set any key:              {KEY_OVERRIDES}
   add a key the config lacks: {NEW_KEY_OVERRIDE}
-                            (not in grpo, optimizer, schedule, vote or verl: their typed schemas refuse an unknown
-                            key; verl's own keys go in verl.overrides='[key=value]')
+                            (at the top: each section's typed schema refuses a key it does not know;
+                            verl's own keys go in verl.overrides='[key=value]')
 A wrong key or value fails in a second, naming it, before anything is loaded. --dry-run composes and validates
 only: the local backend says the config is valid; backend=verl prints the cell's GPU, host-memory and disk estimate
 and a JSON line of its validated verl launch (no GPU needed)."""

@@ -6,13 +6,15 @@ import argparse
 from typing import Any
 
 from corewarding.cli.output import print_json, stdout_to_stderr
-from corewarding.matrix import hub_repo_id, load_matrix, run_dir
+from corewarding.matrix import check_methods, hub_repo_id, load_matrix, run_dir
 
 
 def _list(args: argparse.Namespace) -> int:
+    cells = load_matrix(args.matrix).cells
+    check_methods(cells)  # one incomplete method file: one line naming it and its key, exit 2, nothing listed
     entries = [
         {**c.to_dict(), "cell_id": c.cell_id, "hub_repo_id": hub_repo_id(c, args.org), "run_dir": str(run_dir(c))}
-        for c in load_matrix(args.matrix).cells
+        for c in cells
     ]
     with stdout_to_stderr(args.json):  # --json: the table on stderr, stdout the JSON document alone
         for e in entries:

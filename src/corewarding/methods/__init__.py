@@ -1,4 +1,5 @@
-"""Reward methods: importing this package registers all seven."""
+"""Reward methods: importing this package registers every built-in method (``names()`` lists them; a method
+registered from outside, e.g. a test's, joins them with ``register``)."""
 
 from corewarding.methods import (  # noqa: F401  (imported to register)
     co_rewarding_1,

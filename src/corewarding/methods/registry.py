@@ -42,6 +42,12 @@ class MethodSpec:
     reward_unit: str = "0/1"  # what its mean reward counts (a key of REWARD_UNITS): tables and charts label it
 
     @property
+    def question_views(self) -> tuple[str, ...]:
+        """The views of the question the policy samples (``views`` less the teacher's rollouts): what the method's
+        YAML must list as ``method.views``."""
+        return tuple(v for v in self.views if v != "teacher" and not v.startswith("teacher_"))
+
+    @property
     def logits_statistics(self) -> tuple[str, ...]:
         """The logits statistics the trainers compute for this method (each backend loops over these)."""
         return (self.logits_statistic,) if self.logits_statistic is not None else ()
