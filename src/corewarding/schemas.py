@@ -16,16 +16,18 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from functools import cache
 from typing import Any, TypeVar
 
 from omegaconf import Container, DictConfig, OmegaConf
 
+from corewarding.errors import ExpectedError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(ExpectedError, ValueError):
     """A config value that cannot work; the message names the key."""
 
 
@@ -49,9 +51,13 @@ class Rule:
     requirement: str
 
 
-def setting(doc: str, rule: Rule | None = None) -> Any:
-    """A schema field: its one-line doc and its range (the type comes from the annotation)."""
-    return field(metadata={"doc": doc, "rule": rule})
+def setting(doc: str, rule: Rule | None = None, *, default: Any = MISSING) -> Any:
+    """A schema field: its one-line doc and its range (the type comes from the annotation); with ``default`` the key
+    may be left out of the YAML (a schema with such fields is ``kw_only``)."""
+    metadata = {"doc": doc, "rule": rule}
+    if isinstance(default, dict | list):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 AT_LEAST_1 = Rule(lambda v: v >= 1, "a whole number >= 1")
@@ -187,6 +193,40 @@ class EmaConfig:
     alpha_end: float = setting("the last update's rate (cosine between)", Rule(lambda v: 0 <= v <= 1, "in [0, 1]"))
 
 
+@dataclass(frozen=True)
+class TeacherConfig:
+    """``method.teacher``: the EMA teacher of Co-rewarding-II and -III (their labels and the KL anchor)."""
+
+    dtype: str = setting("its dtype (float32 only: config.teacher_dtype_problem says why)")
+    ema: EmaConfig = setting("how it follows the policy")
+
+
+QUESTION_VIEWS = ("original", "rephrased")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodConfig:
+    """``method`` (configs/method/*.yaml): a cell's reward method, the registered method it names
+    (``corewarding.methods``) and what a run of it needs besides."""
+
+    name: str = setting("the option's name: configs/method/<name>.yaml, a cell id's first part")
+    hub_name: str = setting("its name in published repo ids ({Method}-{Model}-{Set})")
+    reward: str = setting("the registered method that scores the rollouts (corewarding.methods.names())")
+    views: tuple[str, ...] = setting(
+        "the question views the policy samples: the registered method's views less the teacher's",
+        Rule(lambda v: 0 < len(v) == len(set(v)) and set(v) <= set(QUESTION_VIEWS), "a list of original, rephrased"),
+    )
+    teacher: TeacherConfig | None = setting("an EMA teacher (null: none)", default=None)
+    data_seed: int | None = setting(
+        "the training set's shuffle seed (absent: the run's seed)",
+        Rule(lambda v: v >= 0, "a whole number >= 0"),
+        default=None,
+    )
+    train_on: str = setting(
+        "the questions trained on (rephrased: the rephrasings only)", one_of(*QUESTION_VIEWS), default="original"
+    )
+
+
 POSITIVE_NUMBER = Rule(lambda v: v > 0, "a number > 0")
 
 
@@ -253,13 +293,277 @@ class BootstrapConfig:
     confidence: float = setting("the interval's coverage", Rule(lambda v: 0 < v < 1, "in (0, 1)"))
 
 
+WHOLE_OR_NULL = Rule(lambda v: v >= 1, "a whole number >= 1, or null")
+SEED = Rule(lambda v: v >= 0, "a whole number >= 0")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    """``paths`` (configs/paths/default.yaml): where things are written, shared by every root."""
+
+    runs_dir: str = setting("a cell's run directory is {runs_dir}/{cell_id}")
+    data_dir: str = setting("prepared and rephrased sets (DVC outputs)")
+    artifacts_dir: str = setting("locally built things (the tiny model, the tiny data)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeConfig:
+    """``base_model.shape``: a published model's config.json figures; the verl dry run's memory estimate reads them."""
+
+    params_b: float = setting("parameters, in billions", POSITIVE)
+    vocab_size: int = setting("vocabulary rows", AT_LEAST_1)
+    hidden_size: int = setting("hidden width", AT_LEAST_1)
+    num_layers: int = setting("transformer layers", AT_LEAST_1)
+    tie_word_embeddings: bool = setting(
+        "input and output embeddings shared (verl loads fp32 on every rank)", default=False
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TinyModelConfig:
+    """``base_model.tiny``: how the locally built random-weight model is built (tiny/model.py)."""
+
+    seed: int = setting("weight seed", SEED)
+    hidden_size: int = setting("hidden width", AT_LEAST_1)
+    num_layers: int = setting("transformer layers", AT_LEAST_1)
+    num_heads: int = setting("attention heads", AT_LEAST_1)
+    head_dim: int | None = setting("per-head width (null: hidden_size / num_heads)", WHOLE_OR_NULL, default=None)
+    vocab_size: int = setting("vocabulary rows", AT_LEAST_1)
+    architecture: str = setting("the transformers class", one_of("qwen2", "qwen3"), default="qwen2")
+    sft_steps: int = setting("supervised warm-start steps (> 0: learns the \\\\boxed format)", SEED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseModelConfig:
+    """``base_model`` (configs/base_model/*.yaml): the policy's starting checkpoint."""
+
+    name: str = setting("the option's name (cell ids and run folders use it)")
+    hub_name: str = setting("its name in published repo ids ({Method}-{Model}-{Set})")
+    hf_id: str | None = setting("the Hub id to load (null: built locally)")
+    gated: bool = setting("the Hub serves it only with a token that accepted its licence", default=False)
+    dtype: str = setting("the policy's dtype", one_of(*DTYPES))
+    builder: str | None = setting("tiny: built here; null: loaded by transformers", one_of("tiny", why="tiny or null"))
+    path: str | None = setting("a local folder, which wins over hf_id")
+    shape: ShapeConfig | None = setting("published size figures (the verl memory plan)", default=None)
+    tiny: TinyModelConfig | None = setting("the tiny model's build settings (builder=tiny)", default=None)
+
+
+@dataclass(frozen=True)
+class SizedSetConfig:
+    """``dataset.tiny`` / ``datasource.tiny``: the generated arithmetic set's size and seed."""
+
+    n_train: int = setting("training problems", AT_LEAST_1)
+    seed: int = setting("generator seed", SEED)
+
+
+@dataclass(frozen=True)
+class TinySetConfig(SizedSetConfig):
+    """``dataset.tiny``: the generated arithmetic set (train and test)."""
+
+    n_test: int = setting("test problems", AT_LEAST_1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetConfig:
+    """``dataset`` (configs/dataset/*.yaml): the training set of a cell and its validation set."""
+
+    name: str = setting("the option's name (cell ids use it)")
+    hub_name: str = setting("its name in published repo ids")
+    source: str = setting("where the rows come from (a Hub id, or generated)")
+    train_files: str = setting("the prepared training parquet")
+    rephrased_source: str | None = setting(
+        "where rephrased pairs come from (null: the set has no choice)", one_of("release", "generate"), default=None
+    )
+    rephrased_dirs: dict[str, str] = setting("the pairs' folder per rephrased_source", default={})
+    original_files: str = setting("the originals whose rephrasing was kept (Co-rewarding-I)")
+    rephrased_files: str = setting("their rephrasings, row-aligned (Co-rewarding-I)")
+    val_files: str = setting("the validation parquet")
+    rephrased_release: str | None = setting("the paper's released rephrasing on the Hub (null: none)")
+    dvc_stages: tuple[str, ...] = setting("DVC stages the pipeline reproduces before training on the set")
+    dvc_paired_stages: dict[str, tuple[str, ...]] | tuple[str, ...] = setting(
+        "stages that make the rephrased pairs: a list, or one list per rephrased_source"
+    )
+    tiny: TinySetConfig | None = setting("the generated set's size (source: generated)", default=None)
+
+
+@dataclass(frozen=True)
+class AnswerColumn:
+    """One candidate of ``datasource.answer``: a column and how its ground truth is read."""
+
+    column: str = setting("the column (a.b reads a nested field)")
+    rule: str = setting("how the ground truth is read", one_of("last_boxed", "after_hashes", "as_given", "items"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasourceConfig:
+    """``datasource`` (configs/datasource/*.yaml): one source set and how ``data prepare`` reads it."""
+
+    name: str = setting("the set's name (its folder under paths.data_dir)")
+    role: str = setting("train (shared by every model) or eval (kept whole)", one_of("train", "eval"))
+    split: str = setting("the prepared file's split", one_of("train", "test"))
+    hub_id: str | None = setting("the Hub dataset (null: local_file or generator)")
+    hub_config: str | None = setting("the Hub dataset's config")
+    hub_split: str | None = setting("the Hub split read")
+    local_file: str | None = setting("a local parquet/json/jsonl copy; wins over hub_id")
+    generator: str | None = setting("generate instead of reading a source", one_of("tiny", why="tiny or null"))
+    tiny: SizedSetConfig | None = setting("the generated set's size (generator=tiny)", default=None)
+    question: tuple[str, ...] = setting("candidate question columns, the first present wins")
+    answer: tuple[AnswerColumn, ...] = setting("candidate ground-truth columns, the first present wins")
+    top_level: tuple[str, ...] = setting("columns kept as top-level columns")
+    extra_info: dict[str, str] = setting("extra_info key: source column")
+    tokenizer: str | None = setting("counts prompt tokens (base_model: the root's; null: no length check)")
+    rephrased_release: str | None = setting("the paper's released rephrasing (import-rephrased)", default=None)
+    release_dir: str | None = setting("where import-rephrased writes", default=None)
+    rephraser: str | None = setting("the configs/rephrase option data rephrase uses (null: not rephrased)")
+    output: str = setting("the prepared parquet")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LmEvalConfig:
+    """``benchmark.lm_eval``: how an lm-evaluation-harness result is read."""
+
+    filter: str = setting("lm-eval's filter name in its result keys", default="none")
+    metrics: dict[str, str] = setting("our metric name: lm-eval's")
+    mean_as: str | None = setting("also report the metrics' mean under this name", default=None)
+    modules: tuple[str, ...] = setting("what the task's checkers import", default=())
+    task_yaml: str | None = setting("lm-eval's task file, relative to lm_eval/tasks", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkConfig:
+    """``benchmark`` (configs/benchmark/*.yaml): one evaluation set and how it is sampled and scored."""
+
+    name: str = setting("the option's name")
+    kind: str = setting("math: prepared rows and our checkers; external: an outside tool", one_of("math", "external"))
+    datasource: str | None = setting("configs/datasource option it is prepared from (math)", default=None)
+    data_file: str | None = setting("the prepared rows (math)", default=None)
+    source_file: str | None = setting("a local copy to prepare from (null: the datasource's)", default=None)
+    system_prompt: str | None = setting("training (the prepared rows' system message) or a literal text", default=None)
+    answer_field: str | None = setting("the ground truth's dotted column (math)", default=None)
+    metrics: tuple[str, ...] = setting("pass@k, avg@k, maj@k (math)", default=())
+    tool: str | None = setting("the external tool", one_of("lm_eval", "livecodebench", "zeroeval"), default=None)
+    task: str | None = setting("the tool's task name (external)", default=None)
+    lm_eval: LmEvalConfig | None = setting("how lm-eval's result is read (tool=lm_eval)", default=None)
+    n: int = setting("samples per problem", Rule(lambda v: v >= 1, "an integer >= 1"))
+    temperature: float = setting("sampling temperature (0: greedy)", Rule(lambda v: v >= 0, ">= 0 (0: greedy)"))
+    top_p: float = setting("nucleus sampling", Rule(lambda v: 0 < v <= 1, "in (0, 1]"))
+    max_new_tokens: int = setting("tokens generated at most", Rule(lambda v: v >= 1, ">= 1"))
+    limit: int | None = setting("the first N problems only (null: all)", Rule(lambda v: v >= 1, ">= 1 or null"))
+    options: dict[str, Any] = setting("passed to the external tool", default={})
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationConfig:
+    """``generation`` (configs/generation/*.yaml): the evaluation's text-generation backend."""
+
+    backend: str = setting(
+        "transformers (CPU/GPU, batched) or vllm (GPU)", one_of("transformers", "vllm", why="transformers or vllm")
+    )
+    device: str | None = setting("transformers' device: cpu, cuda, cuda:1 (null: vllm's GPU)", default=None)
+    dtype: str = setting("weights' dtype", one_of(*DTYPES))
+    batch_size: int | None = setting("prompts per generate() call (transformers)", WHOLE_OR_NULL, default=None)
+    tensor_parallel_size: int = setting("GPUs per vLLM engine", AT_LEAST_1, default=1)
+    gpu_memory_utilization: float | None = setting(
+        "vLLM's share of a GPU's memory", Rule(lambda v: 0 < v <= 1, "in (0, 1], or null"), default=None
+    )
+    max_model_len: int | None = setting("vLLM's context length (null: the model's)", WHOLE_OR_NULL, default=None)
+    enforce_eager: bool = setting("vLLM without CUDA graphs", default=False)
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    """``validate`` (configs/data.yaml): which rows a prepared set drops, and the prompt-length limit."""
+
+    max_prompt_tokens: int = setting(
+        "prompt tokens allowed, the chat template applied", Rule(lambda v: v >= 1, "an integer >= 1")
+    )
+    drop: tuple[str, ...] = setting("reasons that drop a training row (the others are flagged)")
+    drop_eval: tuple[str, ...] = setting("reasons that drop an evaluation row (datasource.role: eval)")
+
+
+CHECK_ACTION = one_of("reject", "flag", "off")
+
+
+@dataclass(frozen=True)
+class RewriteCheck:
+    """One check of ``rephrase.checks``: what a failed rewrite gets."""
+
+    action: str = setting("reject (retry, then on_failure), flag (kept, listed) or off", CHECK_ACTION)
+
+
+@dataclass(frozen=True)
+class NumbersCheck(RewriteCheck):
+    """``rephrase.checks.numbers``: the rewrite keeps the question's numbers."""
+
+    min_kept_fraction: float = setting("the share of the question's numbers the rewrite keeps", UNIT_INTERVAL)
+    ignore_single_digits: bool = setting("single digits are not counted")
+
+
+@dataclass(frozen=True)
+class RewriteChecks:
+    """``rephrase.checks``: what makes a rewrite fail."""
+
+    placeholder: RewriteCheck = setting("the rewrite holds the instruction's placeholder")
+    unchanged: RewriteCheck = setting("the rewrite is the question again")
+    numbers: NumbersCheck = setting("the rewrite dropped the question's numbers")
+
+
+@dataclass(frozen=True)
+class RephraseVllmConfig:
+    """``rephrase.vllm``: the rephraser's vLLM engine."""
+
+    tensor_parallel_size: int = setting("GPUs per engine", AT_LEAST_1)
+    dtype: str = setting("weights' dtype", one_of(*DTYPES))
+    gpu_memory_utilization: float = setting("vLLM's share of a GPU's memory", Rule(lambda v: 0 < v <= 1, "in (0, 1]"))
+    max_model_len: int = setting("the engine's context length", AT_LEAST_1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RephraseConfig:
+    """``rephrase`` (configs/rephrase/*.yaml): the rephraser of Co-rewarding-I's second view, or the checks of an
+    imported rephrasing (backend none); the sampling keys only where it generates."""
+
+    backend: str = setting("transformers, vllm, or none (import only)", one_of("transformers", "vllm", "none"))
+    model: str | None = setting("a Hub id, a local folder or base_model (null: none, import only)")
+    temperature: float | None = setting("sampling temperature", Rule(lambda v: v > 0, "> 0"), default=None)
+    top_p: float | None = setting("nucleus sampling", Rule(lambda v: 0 < v <= 1, "in (0, 1]"), default=None)
+    max_new_tokens: int | None = setting("tokens a rewrite may take", Rule(lambda v: v >= 1, ">= 1"), default=None)
+    enable_thinking: bool | None = setting("the chat template's thinking mode", default=None)
+    batch_size: int | None = setting("questions per generate call (the unit of resuming)", WHOLE_OR_NULL, default=None)
+    seed: int = setting("the first attempt's sampling seed", SEED)
+    max_retries: int = setting("new tries of a rejected row", Rule(lambda v: v >= 0, ">= 0"))
+    on_failure: str = setting("what a row that never passes gets", one_of("keep_original", "drop"))
+    checks: RewriteChecks = setting("what makes a rewrite fail")
+    vllm: RephraseVllmConfig | None = setting("the engine of backend=vllm", default=None)
+
+
 SECTIONS: dict[str, type] = {
     "grpo": GrpoConfig,
     "optimizer": OptimizerConfig,
     "schedule": ScheduleConfig,
     "vote": VoteConfig,
     "verl": VerlConfig,
+    "paths": PathsConfig,
+    "base_model": BaseModelConfig,
+    "dataset": DatasetConfig,
+    "method": MethodConfig,
 }
+EVAL_SECTIONS: dict[str, type] = {  # configs/eval.yaml
+    "paths": PathsConfig,
+    "benchmark": BenchmarkConfig,
+    "generation": GenerationConfig,
+    "math_verify": MathVerifyConfig,
+    "bootstrap": BootstrapConfig,
+}
+DATA_SECTIONS: dict[str, type] = {  # configs/data.yaml (and a dataset where a command composes one)
+    "paths": PathsConfig,
+    "base_model": BaseModelConfig,
+    "datasource": DatasourceConfig,
+    "validate": ValidateConfig,
+    "rephrase": RephraseConfig,
+}
+ROOT_SECTIONS: dict[str, dict[str, type]] = {"config": SECTIONS, "eval": EVAL_SECTIONS, "data": DATA_SECTIONS}
 
 
 @cache
@@ -282,10 +586,15 @@ def _of_type(value: Any, hint: Any) -> bool:
         return any(_of_type(value, arm) for arm in typing.get_args(hint))
     if hint is type(None):
         return value is None
+    if hint is Any:
+        return True
     origin = typing.get_origin(hint)
     if origin in (list, tuple):
         items = typing.get_args(hint)
         return isinstance(value, list | tuple) and all(_of_type(v, items[0]) for v in value)
+    if origin is dict:
+        key, item = typing.get_args(hint)
+        return isinstance(value, dict) and all(_of_type(k, key) and _of_type(v, item) for k, v in value.items())
     if hint is float:
         return _number(value)
     if hint is int:
@@ -311,33 +620,67 @@ def field_problem(schema: type, name: str, value: Any) -> str | None:
     return None if good else requirement
 
 
+def _fits(hint: Any, value: Any) -> bool:
+    """Whether ``value`` has the container shape of ``hint`` (a mapping for a schema or a dict, a list for a tuple)."""
+    origin = typing.get_origin(hint) or hint
+    if is_dataclass(hint) or origin is dict:
+        return isinstance(value, Mapping)
+    return origin is tuple and isinstance(value, list | tuple)
+
+
+def _built(hint: Any, value: Any, key: str) -> Any:
+    """``value`` as the annotated type: a nested schema's mapping read by ``typed``, a list as a tuple (inside a
+    dict too); anything else as it is, for ``field_problem`` to judge."""
+    if isinstance(hint, types.UnionType):
+        arms = [arm for arm in typing.get_args(hint) if _fits(arm, value)]
+        return _built(arms[0], value, key) if arms else value
+    if is_dataclass(hint) and isinstance(value, Mapping):
+        return typed(typing.cast(type, hint), value, key)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and isinstance(value, list | tuple):
+        return tuple(_built(args[0], v, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict and isinstance(value, Mapping):
+        return {k: _built(args[1], v, f"{key}.{k}") for k, v in value.items()}
+    return value
+
+
+def _has_default(spec: Any) -> bool:
+    return spec.default is not MISSING or spec.default_factory is not MISSING
+
+
 def typed(schema: type[T], section: Mapping[str, Any] | DictConfig | None, prefix: str) -> T:
     """The section as a ``schema`` object; ConfigError naming the first key that is missing, unknown, of the wrong
-    type or out of range."""
+    type or out of range. A field with a default may be left out; a nested schema is read the same way."""
     raw = OmegaConf.to_container(section, resolve=True) if isinstance(section, DictConfig) else dict(section or {})
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix}: must be a mapping of its keys, got {raw!r}")
     values: dict[str, Any] = {
         str(k): OmegaConf.to_container(v) if isinstance(v, Container) else v for k, v in raw.items()
     }
-    known = [f.name for f in fields(schema)]  # type: ignore[arg-type]
+    specs = fields(schema)  # type: ignore[arg-type]  # every schema is a dataclass; T is not bound to one
+    known = [f.name for f in specs]
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ConfigError(f"{prefix}.{unknown[0]}: unknown key; {prefix} has {', '.join(known)}")
-    for name in known:
+    hints = _hints(schema)  # type: ignore[arg-type]  # as above: a dataclass type
+    for spec in specs:
+        name = spec.name
         if name not in values:
+            if _has_default(spec):
+                continue
             raise ConfigError(f"{prefix}.{name}: missing")
+        given = values[name]
+        values[name] = _built(hints[name], given, f"{prefix}.{name}")
         problem = field_problem(schema, name, values[name])
         if problem is not None:
-            raise ConfigError(f"{prefix}.{name}={values[name]!r}: must be {problem}")
-    hints = _hints(schema)  # type: ignore[arg-type]
-    return schema(**{n: tuple(v) if typing.get_origin(hints[n]) is tuple else v for n, v in values.items()})
+            raise ConfigError(f"{prefix}.{name}={given!r}: must be {problem}")
+    return schema(**values)
 
 
 def section_of(cfg: DictConfig, schema: type[T]) -> T:
-    """The composed config's section of ``schema`` (one of ``SECTIONS``), typed: what a module takes instead of
-    the whole config."""
-    [prefix] = [name for name, known in SECTIONS.items() if known is schema]
+    """The composed config's section of ``schema`` (one of ``ROOT_SECTIONS``' tables), typed: what a module takes
+    instead of the whole config."""
+    prefix = next(name for table in ROOT_SECTIONS.values() for name, known in table.items() if known is schema)
     return typed(schema, OmegaConf.select(cfg, prefix), prefix)
 
 

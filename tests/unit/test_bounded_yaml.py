@@ -15,8 +15,8 @@ from corewarding.evaluation.targets import base_model_target
 from corewarding.files import SourceError
 from corewarding.matrix import load_matrix
 from corewarding.results.claims import ClaimsError, load_claims
-from corewarding.results.ingest import ingest
-from corewarding.results.runs import RunFolderError
+from corewarding.results.ingest.ingestion import ingest
+from corewarding.results.ingest.run_folders import RunFolderError
 from corewarding.yaml_bounds import YamlBoundsError, read_yaml
 
 

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from corewarding import matrix
 from corewarding.config import ConfigError, compose_config, config_dir
@@ -168,9 +168,10 @@ def test_evaluation_gpu_hours_by_hand(tmp_path: Path) -> None:
 
 
 def test_the_evaluated_checkpoints_are_those_training_leaves() -> None:
-    def cfg(backend: str, keep: int | None, save_freq: int) -> OmegaConf:
-        return OmegaConf.create({"backend": backend, "verl": {"checkpoints_to_keep": keep},
-                                 "schedule": {"save_freq": save_freq, "total_steps": None}})  # fmt: skip
+    def cfg(backend: str, keep: int | None, save_freq: int) -> DictConfig:
+        keep_text = "null" if keep is None else keep
+        return compose_config([f"backend={backend}", f"verl.checkpoints_to_keep={keep_text}",
+                               f"schedule.save_freq={save_freq}"])  # fmt: skip
 
     assert evaluated_checkpoints(cfg("verl", 2, 10), 174) == 2  # 18 saves, the newest 2 kept
     assert evaluated_checkpoints(cfg("verl", 3, 10), 20) == 2  # 2 saves, fewer than kept

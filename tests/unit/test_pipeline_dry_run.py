@@ -19,7 +19,7 @@ from corewarding.config import compose_config
 from corewarding.pipeline.cells import plan_cell
 from corewarding.pipeline.dry_run_inputs import Measured
 from corewarding.pipeline.training_cost import Rates, measured_step
-from corewarding.results.ingest import ingest
+from corewarding.results.ingest.ingestion import ingest
 from corewarding.training.verl.attention import flash_attn_imports
 from corewarding.training.verl.plan import plan_cell as memory_plan
 

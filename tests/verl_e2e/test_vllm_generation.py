@@ -78,11 +78,13 @@ def rephraser(rephrase_cfg: DictConfig) -> Iterator[object]:
     """The rephrasing's vLLM generator, built as ``corewarding data rephrase`` builds it, its engine in this process."""
     from corewarding.data.models import resolve_model_source
     from corewarding.data.rephrase.run import make_generator
+    from corewarding.schemas import RephraseConfig, section_of
 
     with pytest.MonkeyPatch.context() as env:
         for key, value in {**VLLM_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}.items():
             env.setenv(key, value)
-        generator = make_generator(rephrase_cfg.rephrase, resolve_model_source("base_model", rephrase_cfg))
+        spec = section_of(rephrase_cfg, RephraseConfig)
+        generator = make_generator(spec, resolve_model_source("base_model", rephrase_cfg))
         yield generator
         generator.generator.close()  # type: ignore[attr-defined]
 

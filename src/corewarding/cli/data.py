@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from corewarding.config import compose_config, load_group_option
+from corewarding.config import ConfigError, compose_config, load_group_option
 from corewarding.pipeline.dvc import DVC_PARAMS, add_data_stages, is_dvc_repo, set_stages
+from corewarding.schemas import DatasetConfig, section_of
 from corewarding.tiny.data import write_tiny_dataset
 
 DATA_EXAMPLES = """examples:
@@ -74,8 +76,10 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _tiny(args: argparse.Namespace) -> int:
-    cfg = compose_config(["dataset=tiny", *args.overrides])
-    paths = write_tiny_dataset(Path(cfg.dataset.train_files).parent, **dict(cfg.dataset.tiny))
+    dataset = section_of(compose_config(["dataset=tiny", *args.overrides]), DatasetConfig)
+    if dataset.tiny is None:
+        raise ConfigError("dataset.tiny: missing (n_train, n_test, seed of the generated set)")
+    paths = write_tiny_dataset(Path(dataset.train_files).parent, **asdict(dataset.tiny))
     print(json.dumps({name: str(path) for name, path in paths.items()}))
     return 0
 

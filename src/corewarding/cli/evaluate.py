@@ -68,7 +68,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
     evaluate = sub.add_parser(
         "evaluate",

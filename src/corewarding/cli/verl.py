@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from corewarding.config import compose_config
 from corewarding.matrix import parse_cell_id, run_dir
+from corewarding.schemas import PathsConfig, section_of
 from corewarding.training.common import cell_of
 from corewarding.training.errors import CheckpointError
 from corewarding.training.verl.launch import VerlLaunch, train_verl
@@ -80,7 +81,9 @@ def show(args: argparse.Namespace) -> int:
         print(OmegaConf.to_yaml(cfg), end="")
         return 0
 
-    print(verl_yaml(to_verl_config(cfg, run_dir(cell_of(cfg), cfg.paths.runs_dir).as_posix())), end="")
+    print(
+        verl_yaml(to_verl_config(cfg, run_dir(cell_of(cfg), section_of(cfg, PathsConfig).runs_dir).as_posix())), end=""
+    )
     return 0
 
 

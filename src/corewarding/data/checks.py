@@ -3,46 +3,46 @@ every data command runs first)."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from corewarding.config import ConfigError
 from corewarding.data.quality import DROP_REASONS
-
-ON_FAILURE = ("keep_original", "drop")
-CHECK_ACTIONS = ("reject", "flag", "off")
-BACKENDS = ("transformers", "vllm", "none")
+from corewarding.schemas import RephraseConfig, ValidateConfig, section_of
 
 
-def _require(key: str, ok: bool, requirement: str, cfg: DictConfig) -> None:
-    if not ok:
-        raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r}: must be {requirement}")
-
-
-def check_validate(cfg: DictConfig) -> None:
-    """``validate.*``: known drop reasons and a positive token limit."""
-    for key in ("validate.drop", "validate.drop_eval"):
-        reasons = OmegaConf.select(cfg, key) or []
+def check_validate(cfg: DictConfig) -> ValidateConfig:
+    """``validate.*`` (``schemas.ValidateConfig``): known drop reasons and a positive token limit."""
+    validate = section_of(cfg, ValidateConfig)
+    for key in ("drop", "drop_eval"):
+        reasons = getattr(validate, key)
         unknown = sorted(set(reasons) - set(DROP_REASONS))
-        _require(key, not unknown, f"a list of {', '.join(DROP_REASONS)} (unknown: {', '.join(unknown)})", cfg)
-    limit = OmegaConf.select(cfg, "validate.max_prompt_tokens")
-    _require("validate.max_prompt_tokens", isinstance(limit, int) and limit >= 1, "an integer >= 1", cfg)
+        if unknown:
+            raise ConfigError(
+                f"validate.{key}={list(reasons)!r}: must be a list of {', '.join(DROP_REASONS)} "
+                f"(unknown: {', '.join(unknown)})"
+            )
+    return validate
 
 
-def check_rephrase(cfg: DictConfig, generating: bool) -> None:
-    """``rephrase.*``: failure handling, check actions, and (when generating) the sampling settings."""
-    spec = cfg.rephrase
-    _require("rephrase.on_failure", spec.on_failure in ON_FAILURE, f"one of {', '.join(ON_FAILURE)}", cfg)
-    for name in ("placeholder", "unchanged", "numbers"):
-        action = OmegaConf.select(cfg, f"rephrase.checks.{name}.action")
-        _require(f"rephrase.checks.{name}.action", action in CHECK_ACTIONS, f"one of {', '.join(CHECK_ACTIONS)}", cfg)
-    fraction = OmegaConf.select(cfg, "rephrase.checks.numbers.min_kept_fraction")
-    _require("rephrase.checks.numbers.min_kept_fraction", 0 <= float(fraction) <= 1, "in [0, 1]", cfg)
-    _require("rephrase.max_retries", int(spec.max_retries) >= 0, ">= 0", cfg)
+# What a rephraser that generates must set (an import's, backend none, sets none of them)
+GENERATION_KEYS = {
+    "model": "a Hub id, a local folder or base_model",
+    "batch_size": ">= 1",
+    "temperature": "> 0",
+    "top_p": "in (0, 1]",
+    "max_new_tokens": ">= 1",
+}
+
+
+def check_rephrase(cfg: DictConfig, generating: bool) -> RephraseConfig:
+    """``rephrase.*`` (``schemas.RephraseConfig``: failure handling, check actions, ranges) and, when generating, a
+    generating backend with its sampling settings."""
+    spec = section_of(cfg, RephraseConfig)
     if not generating:
-        return
-    _require("rephrase.backend", spec.backend in BACKENDS[:2], "transformers or vllm", cfg)
-    _require("rephrase.model", bool(spec.model), "a Hub id, a local folder or base_model", cfg)
-    _require("rephrase.batch_size", int(spec.batch_size) >= 1, ">= 1", cfg)
-    _require("rephrase.temperature", float(spec.temperature) > 0, "> 0", cfg)
-    _require("rephrase.top_p", 0 < float(spec.top_p) <= 1, "in (0, 1]", cfg)
-    _require("rephrase.max_new_tokens", int(spec.max_new_tokens) >= 1, ">= 1", cfg)
+        return spec
+    if spec.backend not in ("transformers", "vllm"):
+        raise ConfigError(f"rephrase.backend={spec.backend!r}: must be transformers or vllm")
+    for key, requirement in GENERATION_KEYS.items():
+        if not getattr(spec, key):
+            raise ConfigError(f"rephrase.{key}={getattr(spec, key)!r}: must be {requirement}")
+    return spec

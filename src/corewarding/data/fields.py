@@ -9,6 +9,7 @@ from typing import Any
 from corewarding.files import SourceError
 from corewarding.grading.answers import extract_gsm8k_answer, last_boxed_only_string, remove_boxed
 from corewarding.rows import get_path
+from corewarding.schemas import DatasourceConfig
 
 
 def _last_boxed(value: Any) -> str | None:
@@ -65,19 +66,16 @@ class FieldSpec:
     extra_info: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, spec: Mapping[str, Any]) -> FieldSpec:
-        """Build from a ``datasource`` config; an unknown answer rule is an error naming it."""
-        answers = []
-        for item in spec["answer"]:
-            rule = str(item["rule"])
-            if rule not in ANSWER_RULES:
-                raise SourceError(f"datasource.answer rule {rule!r}: expected one of {', '.join(ANSWER_RULES)}")
-            answers.append((str(item["column"]), rule))
+    def from_config(cls, spec: DatasourceConfig) -> FieldSpec:
+        """Build from a typed ``datasource`` section; an unknown answer rule is an error naming it."""
+        for item in spec.answer:
+            if item.rule not in ANSWER_RULES:
+                raise SourceError(f"datasource.answer rule {item.rule!r}: expected one of {', '.join(ANSWER_RULES)}")
         return cls(
-            question=tuple(str(q) for q in spec["question"]),
-            answer=tuple(answers),
-            top_level=tuple(str(c) for c in spec.get("top_level") or ()),
-            extra_info={str(k): str(v) for k, v in (spec.get("extra_info") or {}).items()},
+            question=spec.question,
+            answer=tuple((item.column, item.rule) for item in spec.answer),
+            top_level=spec.top_level,
+            extra_info=dict(spec.extra_info),
         )
 
     def resolve(self, columns: Sequence[str], source: str) -> tuple[str, tuple[str, str]]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from corewarding.data.checks import check_validate
 from corewarding.data.fields import FieldSpec, read_answer, read_question
@@ -15,6 +15,7 @@ from corewarding.data.quality import Candidate, QualityReport, validate
 from corewarding.data.sources import Records, columns_of, load_source
 from corewarding.files import SourceError, write_json_atomic, write_parquet_atomic
 from corewarding.rows import get_path, make_row
+from corewarding.schemas import DatasourceConfig, section_of
 from corewarding.tiny.data import make_tiny_dataset
 
 log = logging.getLogger(__name__)
@@ -25,11 +26,12 @@ def report_path(output: Path) -> Path:
     return output.with_name(output.name.removesuffix(".parquet") + ".quality.json")
 
 
-def _generated(spec: DictConfig) -> tuple[Records, str]:
+def _generated(spec: DatasourceConfig) -> tuple[Records, str]:
     if spec.generator != "tiny":
         raise SourceError(f"datasource.generator={spec.generator!r}: expected tiny or null")
-
-    data = make_tiny_dataset(n_train=int(spec.tiny.n_train), n_test=0, seed=int(spec.tiny.seed))
+    if spec.tiny is None:
+        raise SourceError("datasource.tiny: missing (generator=tiny needs n_train and seed)")
+    data = make_tiny_dataset(n_train=spec.tiny.n_train, n_test=0, seed=spec.tiny.seed)
     records = [
         {"question": r["prompt"][-1]["content"], "answer": p.answer}
         for r, p in zip(data.train, data.train_problems, strict=True)
@@ -37,9 +39,9 @@ def _generated(spec: DictConfig) -> tuple[Records, str]:
     return records, f"generated:tiny(n_train={spec.tiny.n_train}, seed={spec.tiny.seed})"
 
 
-def build_candidates(records: Records, spec: DictConfig, source: str) -> list[Candidate]:
+def build_candidates(records: Records, spec: DatasourceConfig, source: str) -> list[Candidate]:
     """Map every source record to a verl row (top-level extra columns first, as in the reference files)."""
-    fields = FieldSpec.from_config(OmegaConf.to_container(spec, resolve=True))  # type: ignore[arg-type]
+    fields = FieldSpec.from_config(spec)
     question_col, (answer_col, rule) = fields.resolve(columns_of(records), source)
     candidates = []
     for i, record in enumerate(records):
@@ -48,7 +50,7 @@ def build_candidates(records: Records, spec: DictConfig, source: str) -> list[Ca
         answer = read_answer(record, answer_col, rule, where)
         info = {key: get_path(record, column) for key, column in fields.extra_info.items()}
         row: dict[str, Any] = {column: get_path(record, column) for column in fields.top_level}
-        row.update(make_row(question or "", answer, i, str(spec.split), **info))
+        row.update(make_row(question or "", answer, i, spec.split, **info))
         candidates.append(Candidate(i, row, question, answer))
     return candidates
 
@@ -72,16 +74,16 @@ def prompt_length_counter(name: str | None, cfg: DictConfig) -> Callable[[list[d
 
 def prepare(cfg: DictConfig) -> QualityReport:
     """Prepare ``cfg.datasource``: write its parquet and quality report (both atomically) and return the report."""
-    check_validate(cfg)
-    spec = cfg.datasource
-    output = Path(str(spec.output))
-    records, source = _generated(spec) if spec.get("generator") else load_source(spec)
+    checks = check_validate(cfg)
+    spec = section_of(cfg, DatasourceConfig)
+    output = Path(spec.output)
+    records, source = _generated(spec) if spec.generator else load_source(spec)
     candidates = build_candidates(records, spec, source)
-    report = QualityReport(str(spec.name), "prepare", str(spec.split), source, str(output))
-    counter = prompt_length_counter(spec.get("tokenizer"), cfg)
-    report.prompt_tokens["tokenizer"] = spec.get("tokenizer")
-    drop = cfg.validate.drop_eval if spec.get("role") == "eval" else cfg.validate.drop
-    kept = validate(candidates, report, list(drop), counter, int(cfg.validate.max_prompt_tokens))
+    report = QualityReport(spec.name, "prepare", spec.split, source, str(output))
+    counter = prompt_length_counter(spec.tokenizer, cfg)
+    report.prompt_tokens["tokenizer"] = spec.tokenizer
+    drop = checks.drop_eval if spec.role == "eval" else checks.drop
+    kept = validate(candidates, report, list(drop), counter, checks.max_prompt_tokens)
     if not kept:
         raise SourceError(f"{source}: no rows left after validation ({report.summary()})")
     write_parquet_atomic(kept, output)

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-from omegaconf import DictConfig
 
 from corewarding.files import SourceError, parse_json, read_json_lines, read_text
+from corewarding.schemas import DatasourceConfig
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +77,14 @@ def read_hub(hub_id: str, config: str | None, split: str) -> Records:
     return records
 
 
-def load_source(spec: DictConfig) -> tuple[Records, str]:
+def load_source(spec: DatasourceConfig) -> tuple[Records, str]:
     """The source records of a datasource config and a label naming where they came from."""
-    if spec.get("local_file"):
-        path = Path(str(spec.local_file))
+    if spec.local_file:
+        path = Path(spec.local_file)
         log.info("reading %s", path)
         return read_local(path), str(path)
-    if not spec.get("hub_id"):
+    if not spec.hub_id:
         raise SourceError(f"datasource {spec.name}: neither local_file nor hub_id is set")
-    label = f"hf://{spec.hub_id}" + (f"/{spec.hub_config}" if spec.get("hub_config") else "") + f":{spec.hub_split}"
+    label = f"hf://{spec.hub_id}" + (f"/{spec.hub_config}" if spec.hub_config else "") + f":{spec.hub_split}"
     log.info("loading %s", label)
-    return read_hub(str(spec.hub_id), spec.get("hub_config"), str(spec.hub_split)), label
+    return read_hub(spec.hub_id, spec.hub_config, str(spec.hub_split)), label

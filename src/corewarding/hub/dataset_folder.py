@@ -37,7 +37,8 @@ def dataset_repo_id(set_name: str, org: str) -> str:
 
 def default_org() -> str:
     """The ``hub.org`` of the root config (``configs/config.yaml``)."""
-    org = OmegaConf.select(OmegaConf.load(config_dir() / "config.yaml"), "hub.org")
+    root = OmegaConf.load(config_dir() / "config.yaml")
+    org = OmegaConf.select(root, "hub.org")  # raw read: one key of the root file, not composed
     return str(org or DEFAULT_HUB_ORG)
 
 

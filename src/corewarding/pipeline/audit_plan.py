@@ -17,8 +17,9 @@ from omegaconf import DictConfig
 
 from corewarding.config import compose_config, load_group_option
 from corewarding.matrix import Cell
-from corewarding.results.released import AuditRecordError, find_released, read_record
+from corewarding.results.ingest.released import AuditRecordError, find_released, read_record
 from corewarding.rows import read_verl_rows
+from corewarding.schemas import BenchmarkConfig, section_of
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,12 @@ def rows_in(path: Path) -> int:
 
 def problems_of(cfg: DictConfig, audit_cfg: DictConfig) -> int:
     """Problems the benchmark evaluates: the prepared file's rows (up to ``limit``), else the configured count."""
-    spec = cfg.benchmark
-    path = Path(str(spec.get("data_file") or ""))  # external benchmarks: their tool holds the data
-    count = rows_in(path) if spec.get("data_file") and path.is_file() else audit_cfg.problems.get(str(spec.name))
+    spec = section_of(cfg, BenchmarkConfig)
+    path = Path(spec.data_file or "")  # external benchmarks: their tool holds the data
+    count = rows_in(path) if spec.data_file and path.is_file() else audit_cfg.problems.get(spec.name)
     if count is None:
         raise KeyError(f"configs/audit.yaml: problems.{spec.name} is missing and {path} is not prepared here")
-    return min(int(count), int(spec.limit)) if spec.limit is not None else int(count)
+    return min(int(count), spec.limit) if spec.limit is not None else int(count)
 
 
 def measured(runs_dir: Path, backend: str) -> dict[str, dict[str, float]]:
@@ -104,7 +105,8 @@ def samples_per_checkpoint(configs: list[DictConfig], audit_cfg: DictConfig) -> 
     """Samples one checkpoint's evaluation generates: per benchmark its problems x n (one when greedy)."""
     total = 0
     for cfg in configs:
-        n = 1 if float(cfg.benchmark.temperature) == 0 else int(cfg.benchmark.n)
+        spec = section_of(cfg, BenchmarkConfig)
+        n = 1 if spec.temperature == 0 else spec.n
         total += problems_of(cfg, audit_cfg) * n
     return total
 

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from corewarding.config import ConfigError, load_group_option, needs_rephrased_view
 from corewarding.matrix import Cell, Matrix, did_you_mean, is_plain_name, load_matrix, run_dir, select_cells
 from corewarding.pipeline.compose_pool import compose_all, workers_for
+from corewarding.schemas import DatasetConfig, PathsConfig, section_of
 
 # The selection's facets: the Selection field, the Cell attribute it filters, and what an error calls it by default.
 FACETS = (("methods", "method", "method"), ("base_models", "base_model", "base model"),
@@ -37,7 +38,7 @@ class CellPlan:
     cell: Cell
     overrides: tuple[str, ...] = ()  # extra training overrides of this pipeline run
     eval_overrides: tuple[str, ...] = ()
-    cfg: DictConfig = field(compare=False, repr=False, default=None)  # type: ignore[assignment]
+    cfg: DictConfig = field(compare=False, repr=False, default=None)  # type: ignore[assignment]  # select_cells sets it
 
     @property
     def cell_id(self) -> str:
@@ -45,7 +46,7 @@ class CellPlan:
 
     @property
     def run_dir(self) -> Path:
-        return run_dir(self.cell, self.cfg.paths.runs_dir)
+        return run_dir(self.cell, section_of(self.cfg, PathsConfig).runs_dir)
 
     def train_overrides(self) -> list[str]:
         """Everything composed for training: matrix, its training overrides, the cell, then this run's."""
@@ -127,23 +128,23 @@ def plan_cells(
     return [replace(plan, cfg=cfg) for plan, cfg in zip(plans, configs, strict=True)]
 
 
-def paired_stages(dataset: DictConfig) -> list[str]:
+def paired_stages(dataset: DatasetConfig) -> list[str]:
     """The stages that make a set's rephrased pairs: ``dvc_paired_stages`` (a list, or one list per
     ``rephrased_source``: ``release`` imports the paper's rephrasings, ``generate`` runs the rephraser)."""
-    stages = dataset.get("dvc_paired_stages") or []
-    if isinstance(stages, DictConfig):
-        source = dataset.get("rephrased_source")
+    stages = dataset.dvc_paired_stages
+    if isinstance(stages, dict):
+        source = dataset.rephrased_source
         if source not in stages:
             known = ", ".join(str(k) for k in stages)
             raise ConfigError(f"dataset.rephrased_source={source!r}: must be one of {known}")
-        stages = stages[source] or []
-    return [str(stage) for stage in stages]
+        stages = stages[source]
+    return list(stages)
 
 
 def data_stages(plan: CellPlan) -> list[str]:
     """The DVC stages a cell's training data comes from (``dataset.dvc_stages``, plus the paired ones if needed)."""
-    dataset = plan.cfg.dataset
-    stages = list(dataset.get("dvc_stages") or [])
+    dataset = section_of(plan.cfg, DatasetConfig)
+    stages = list(dataset.dvc_stages)
     if needs_rephrased_view(plan.cfg):
         stages += paired_stages(dataset)
     return stages
@@ -156,19 +157,15 @@ def all_data_stages(plans: Sequence[CellPlan]) -> list[str]:
 
 def data_files(plan: CellPlan) -> dict[str, str]:
     """The files the cell trains and validates on (what its ``train@`` stage depends on)."""
-    dataset = plan.cfg.dataset
+    dataset = section_of(plan.cfg, DatasetConfig)
     paired = needs_rephrased_view(plan.cfg)
-    train = str(dataset.original_files if paired else dataset.train_files)
-    return {
-        "data": train,
-        "paired_data": str(dataset.rephrased_files) if paired else train,
-        "val_data": str(dataset.val_files),
-    }
+    train = dataset.original_files if paired else dataset.train_files
+    return {"data": train, "paired_data": dataset.rephrased_files if paired else train, "val_data": dataset.val_files}
 
 
 def method_parent(method: str) -> str:
     """The method file an ablation extends (its Hydra defaults), or the method itself: both are DVC params."""
-    defaults = load_group_option("method", method).get("defaults") or []
+    defaults = load_group_option("method", method).get("defaults") or []  # raw read: Hydra's list, not a section
     parents = [d for d in defaults if isinstance(d, str) and d != "_self_"]
     return parents[0] if parents else method
 

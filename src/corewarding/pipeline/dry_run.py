@@ -41,6 +41,15 @@ from corewarding.pipeline.training_cost import (
     validation_rows,
     validations,
 )
+from corewarding.schemas import (
+    BaseModelConfig,
+    DatasetConfig,
+    GenerationConfig,
+    GrpoConfig,
+    PathsConfig,
+    VerlConfig,
+    section_of,
+)
 from corewarding.training.common import cell_of
 from corewarding.training.gpu_hours import devices_of
 from corewarding.training.verl.attention import SLOW_PACKING, choose_attention
@@ -132,7 +141,8 @@ def cell_cost(
     assert isinstance(container, dict)
     config = {str(k): v for k, v in container.items()}
     verl = backend == "verl"
-    attention = choose_attention(cfg.verl) if verl else None  # auto asks this machine whether flash-attn imports
+    # auto asks this machine whether flash-attn imports
+    attention = choose_attention(section_of(cfg, VerlConfig)) if verl else None
     rates = (
         assumed_rates(cfg, cost, audit, seen, attention) if attention else Rates(1.0, 1.0, "tokens")
     )  # local: tokens
@@ -145,7 +155,8 @@ def cell_cost(
     elif verl:
         device_s = step_work(config, rates)
         runs = validations(cfg, steps)
-        val_s = validation_rows(cfg, audit) * rates.rollout_s_per_token * int(cfg.grpo.max_response_length)
+        response = section_of(cfg, GrpoConfig).max_response_length
+        val_s = validation_rows(cfg, audit) * rates.rollout_s_per_token * response
         total_device_s = steps * device_s + runs * val_s
         source = f"assumed: {device_s / devices.count:.0f} s/step + {runs} validations ({GENERATION_AND_COST})"
         train_source = (
@@ -200,8 +211,8 @@ def add_evaluation(
 ) -> None:
     """The cell's evaluation: its checkpoints x the audit dry run's GPU-hours per checkpoint (generation only), on
     vLLM; a CPU evaluation holds no GPU, and one with transformers on a GPU is not estimated."""
-    generation = bench.configs[0].generation
-    backend, device = str(generation.backend), str(generation.get("device") or "cuda").split(":")[0]
+    generation = section_of(bench.configs[0], GenerationConfig)
+    backend, device = generation.backend, (generation.device or "cuda").split(":")[0]
     out.eval_checkpoints = evaluated_checkpoints(plan.cfg, out.steps)
     out.eval_samples = bench.samples
     what = f"{out.eval_checkpoints} checkpoints x {len(bench.names)} benchmarks ({bench.spec})"
@@ -209,13 +220,13 @@ def add_evaluation(
         out.eval_gpus, out.eval_gpu_hours = 0, 0.0
         out.eval_source = f"eval h: {what} on {device} with {backend}, no GPU-hours"
         return
-    out.eval_gpus = int(generation.get("tensor_parallel_size") or 1) if backend == "vllm" else 1
+    out.eval_gpus = generation.tensor_parallel_size if backend == "vllm" else 1
     if backend != "vllm":
         out.eval_gpu_hours = None
         out.eval_source = f"eval h: {what} with {backend} on {device}: not estimated (only vLLM's is)"
         return
     params_b = model_shape(plan.cfg).params / 1e9
-    name = str(plan.cfg.base_model.name)
+    name = section_of(plan.cfg, BaseModelConfig).name
     rate = audit_plan.throughput_of(name, audit_plan.max_new_tokens(bench.configs), seen, audit, params_b)
     out.eval_gpu_hours = out.eval_checkpoints * audit_plan.generation_hours(out.eval_samples, rate)
     out.eval_source = (
@@ -226,14 +237,12 @@ def add_evaluation(
 
 def _producer(plan: CellPlan, path: str) -> str:
     """The DVC stage that writes ``path``: the paired stages for the pair files, else the stage of its folder."""
-    dataset = plan.cfg.dataset
-    if path in (str(dataset.get("original_files")), str(dataset.get("rephrased_files"))) and path != str(
-        dataset.train_files
-    ):
+    dataset = section_of(plan.cfg, DatasetConfig)
+    if path in (dataset.original_files, dataset.rephrased_files) and path != dataset.train_files:
         stages = paired_stages(dataset)
         if stages:
             return stages[0]
-    stages = [str(s) for s in dataset.get("dvc_stages") or []]
+    stages = list(dataset.dvc_stages)
     folder = Path(path).parent.name
     return next((s for s in stages if s.split("@")[-1] == folder), stages[0] if stages else "")
 
@@ -241,7 +250,7 @@ def _producer(plan: CellPlan, path: str) -> str:
 def needed_files(plan: CellPlan) -> list[str]:
     """The files the cell trains and validates on, and the prepared set its pairs are imported onto."""
     files = data_files(plan)
-    return list(dict.fromkeys([str(plan.cfg.dataset.train_files), *files.values()]))
+    return list(dict.fromkeys([section_of(plan.cfg, DatasetConfig).train_files, *files.values()]))
 
 
 def missing_files(plans: Sequence[CellPlan], costs: Sequence[CellCost]) -> list[MissingFile]:
@@ -258,8 +267,8 @@ def missing_files(plans: Sequence[CellPlan], costs: Sequence[CellCost]) -> list[
 
 def gated_model(cfg: DictConfig) -> str | None:
     """The Hub id of the cell's base model when the model is gated (``base_model.gated``) and loaded from the Hub."""
-    spec = cfg.base_model
-    return str(spec.hf_id) if spec.get("gated") and spec.get("hf_id") and not spec.get("path") else None
+    spec = section_of(cfg, BaseModelConfig)
+    return spec.hf_id if spec.gated and spec.hf_id and not spec.path else None
 
 
 def models_gb(plans: Sequence[CellPlan]) -> dict[str, float]:
@@ -267,9 +276,9 @@ def models_gb(plans: Sequence[CellPlan]) -> dict[str, float]:
     every machine that may run any of the cells keeps in its model cache."""
     out: dict[str, float] = {}
     for plan in plans:
-        spec = plan.cfg.base_model
-        if str(spec.name) not in out:
-            out[str(spec.name)] = model_shape(plan.cfg).params * DTYPE_BYTES.get(str(spec.dtype), 2) / GB
+        spec = section_of(plan.cfg, BaseModelConfig)
+        if spec.name not in out:
+            out[spec.name] = model_shape(plan.cfg).params * DTYPE_BYTES.get(spec.dtype, 2) / GB
     return out
 
 
@@ -280,7 +289,9 @@ def dry_run(plans: Sequence[CellPlan], results_db: Path, gpus: int = DEFAULT_GPU
     cost = compose_config([], config_name="cost")
     audit = compose_config([], config_name="audit")
     found, store, recorded = measured_runs(results_db, [p.cell_id for p in plans])
-    seen = audit_plan.measured(Path(str(plans[0].cfg.paths.runs_dir)), "vllm")  # earlier audits: tokens/s per model
+    seen = audit_plan.measured(
+        Path(section_of(plans[0].cfg, PathsConfig).runs_dir), "vllm"
+    )  # earlier audits: tokens/s per model
     costs = [cell_cost(plan, cost, audit, found, seen) for plan in plans]
     composed: dict[tuple[str, ...], Benchmarks] = {}
     for plan, c in zip(plans, costs, strict=True):

@@ -14,8 +14,8 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from corewarding.results import ledger
-from corewarding.results.schema import SchemaError
-from corewarding.results.store import StoreBusyError, StoreDamagedError, reader
+from corewarding.results.store.schema import SchemaError
+from corewarding.results.store.store import StoreBusyError, StoreDamagedError, reader
 from corewarding.training.gpu_hours import devices_of
 
 log = logging.getLogger(__name__)

@@ -172,7 +172,7 @@ def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
 # ---- ingest and publish ------------------------------------------------------------------------------------------
 def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
     """Load the cell's run folder into the DuckDB store (idempotent: unchanged files add nothing)."""
-    from corewarding.results.ingest import ingest  # duckdb: imported when used
+    from corewarding.results.ingest.ingestion import ingest  # duckdb: imported when used
 
     summary = ingest(db, run_dirs=[plan.run_dir])
     status = "done" if summary.changed else "skipped"  # skipped: every file was ingested before, unchanged
@@ -183,8 +183,8 @@ def ingest_cell(plan: CellPlan, db: Path) -> StepResult:
 def record_attempt(plan: CellPlan, db: Path, error: str | None, attempt: str | None, flow_run_id: str | None) -> None:
     """Record in the store that this attempt at the cell finished, or failed with ``error``, under the training config
     hash its runs are stored with: a failed attempt is never covered by the cell's older run."""
-    from corewarding.results.attempts import FAILED, FINISHED, CellAttempt  # duckdb: imported when used
-    from corewarding.results.attempts import record_attempt as store_attempt  # duckdb: imported when used
+    from corewarding.results.ingest.attempts import FAILED, FINISHED, CellAttempt  # duckdb: imported when used
+    from corewarding.results.ingest.attempts import record_attempt as store_attempt  # duckdb: imported when used
 
     status = FAILED if error else FINISHED
     record = CellAttempt(plan.cell_id, _config_hash(plan), status, error, attempt)
@@ -195,7 +195,7 @@ def record_attempt(plan: CellPlan, db: Path, error: str | None, attempt: str | N
 
 def ingest_data_reports(db: Path, data_dir: Path) -> None:
     """Load the data stages' quality reports into the store (when the data folder exists)."""
-    from corewarding.results.ingest import ingest  # duckdb: imported when used
+    from corewarding.results.ingest.ingestion import ingest  # duckdb: imported when used
 
     if data_dir.is_dir():
         ingest(db, data_dirs=[data_dir])
@@ -218,7 +218,7 @@ def publish_cell(plan: CellPlan, push: bool, org: str | None = None, steps: str 
 def is_transient(exc: BaseException | None) -> bool:
     """Worth a retry: a busy store or DVC lock, a dropped or refused connection, a server-side HTTP error. Never a
     full disk (ENOSPC, EDQUOT, EFBIG): it does not clear by itself, and another try only fills it again."""
-    from corewarding.results.store import StoreBusyError  # duckdb: imported when used
+    from corewarding.results.store.store import StoreBusyError  # duckdb: imported when used
 
     if exc is None or isinstance(exc, FileNotFoundError | PermissionError | NotADirectoryError | IsADirectoryError):
         return False

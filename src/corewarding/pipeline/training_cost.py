@@ -12,28 +12,25 @@ ratio of the two cells' work per step. Each figure says where it came from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from corewarding.config import ConfigError
+from corewarding.config import ConfigError, compose_config
 from corewarding.pipeline.audit_plan import generation_phrase, rows_in, throughput_of
 from corewarding.pipeline.cells import CellPlan, data_files
 from corewarding.pipeline.dry_run_inputs import Measured
 from corewarding.rows import get_path
+from corewarding.schemas import BaseModelConfig, DatasetConfig, GrpoConfig, ScheduleConfig, section_of, typed
+from corewarding.training.common import total_steps
 from corewarding.training.verl.attention import Attention
 from corewarding.training.verl.plan import checkpoints_kept, model_shape
 
 COST_CONFIG = "configs/cost.yaml"
 ASSUMED = f"assumed, not measured ({COST_CONFIG}; docs/gpu-plan.md)"
-
-
-def _get(tree: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
-    """``tree["a"]["b"]`` for ``"a.b"``, else ``default``."""
-    value = get_path(tree, dotted)
-    return default if value is None else value
 
 
 def passes(config: Mapping[str, Any]) -> tuple[int, int]:
@@ -45,8 +42,8 @@ def passes(config: Mapping[str, Any]) -> tuple[int, int]:
     >>> passes({"method": {"views": ["original"], "teacher": None}})
     (1, 1)
     """
-    views = 2 if "rephrased" in (_get(config, "method.views") or []) else 1
-    return views * (2 if _get(config, "method.teacher") else 1), views
+    views = 2 if "rephrased" in (get_path(config, "method.views") or []) else 1
+    return views * (2 if get_path(config, "method.teacher") else 1), views
 
 
 @dataclass(frozen=True)
@@ -59,16 +56,26 @@ class Rates:
     generation_source: str = ""  # which generation rate (``audit_plan.generation_phrase``)
 
 
-def _lengths(config: Mapping[str, Any]) -> tuple[int, int]:
-    response = int(_get(config, "grpo.max_response_length", 3072))
-    return response, int(_get(config, "grpo.max_prompt_length", 512)) + response
+@cache
+def _root_grpo() -> GrpoConfig:
+    """configs/config.yaml's ``grpo``: what a stored run's config that lacks a key of it ran with."""
+    return section_of(compose_config([]), GrpoConfig)
+
+
+def grpo_of(config: Mapping[str, Any]) -> GrpoConfig:
+    """The typed ``grpo`` of a config as a plain mapping (a stored run's may predate a key, or hold one since
+    removed): its keys the schema knows, configs/config.yaml's for the rest."""
+    known = {f.name for f in fields(GrpoConfig)}
+    given = {k: v for k, v in (get_path(config, "grpo") or {}).items() if k in known}
+    return typed(GrpoConfig, {**asdict(_root_grpo()), **given}, "grpo")
 
 
 def step_work(config: Mapping[str, Any], rates: Rates) -> float:
     """GPU-seconds of one training step of ``config`` (also the ratio a measured step time is scaled by)."""
     generated, trained = passes(config)
-    responses = int(_get(config, "grpo.train_batch_size", 128)) * int(_get(config, "grpo.n", 8))
-    response, total = _lengths(config)
+    g = grpo_of(config)
+    responses = g.train_batch_size * g.n
+    response, total = g.max_response_length, g.max_prompt_length + g.max_response_length
     return responses * (
         generated * rates.rollout_s_per_token * response + trained * rates.update_s_per_token * total
     )  # fmt: skip
@@ -93,9 +100,9 @@ def assumed_rates(
 ) -> Rates:
     """The rates of ``cfg``'s base model: generation from the audit's throughput, the rest from configs/cost.yaml
     for its ``attention``."""
-    response, _ = _lengths({"grpo": dict(cfg.grpo)})
+    response = section_of(cfg, GrpoConfig).max_response_length
     shape = model_shape(cfg)
-    rate = throughput_of(str(cfg.base_model.name), response, seen, audit, shape.params / 1e9)
+    rate = throughput_of(section_of(cfg, BaseModelConfig).name, response, seen, audit, shape.params / 1e9)
     a = cost.assumed
     logits = float(a.update_gpu_s_logits) * shape.vocab_size / float(a.reference_vocab)
     per_pass = float(a.update_gpu_s_per_b) * shape.params / 1e9 + logits  # GPU-s per 1024 responses
@@ -107,13 +114,14 @@ def assumed_rates(
 
 def validations(cfg: DictConfig, steps: int) -> int:
     """How often a run validates: every test_freq steps, at the last step, and before training when asked."""
-    freq = int(cfg.schedule.test_freq)
-    return steps // freq + (1 if steps % freq else 0) + (1 if cfg.schedule.val_before_train else 0)
+    schedule = section_of(cfg, ScheduleConfig)
+    freq = schedule.test_freq
+    return steps // freq + (1 if steps % freq else 0) + (1 if schedule.val_before_train else 0)
 
 
 def saves(cfg: DictConfig, steps: int) -> int:
     """Checkpoints a run of ``steps`` saves: every save_freq steps and at the last step (both backends)."""
-    freq = int(cfg.schedule.save_freq)
+    freq = section_of(cfg, ScheduleConfig).save_freq
     return steps // freq + (1 if steps % freq else 0)
 
 
@@ -127,30 +135,36 @@ def evaluated_checkpoints(cfg: DictConfig, steps: int) -> int:
 
 def validation_rows(cfg: DictConfig, audit: DictConfig) -> int:
     """Problems one validation generates for (greedy, one each): the file's rows, else configs/audit.yaml's count."""
-    path = Path(str(cfg.dataset.val_files))
+    path = Path(section_of(cfg, DatasetConfig).val_files)
     rows = rows_in(path) if path.is_file() else int(audit.problems.get(path.parent.name) or 0)
-    cap = cfg.schedule.val_max_samples
-    return min(rows, int(cap)) if cap else rows
+    cap = section_of(cfg, ScheduleConfig).val_max_samples
+    return min(rows, cap) if cap else rows
 
 
 def training_steps(plan: CellPlan, cost: DictConfig) -> tuple[int, str]:
     """``schedule.total_steps``, else floor(rows / batch) x epochs, the rows from the prepared file when it is here,
     else configs/cost.yaml's (before the cell's overlong prompts are dropped, which only the file can tell)."""
     cfg = plan.cfg
-    if cfg.schedule.total_steps:
-        return int(cfg.schedule.total_steps), "schedule.total_steps"
+    grpo, schedule, dataset = (
+        section_of(cfg, GrpoConfig),
+        section_of(cfg, ScheduleConfig),
+        section_of(cfg, DatasetConfig),
+    )
+    if schedule.total_steps:
+        return schedule.total_steps, "schedule.total_steps"
     files = data_files(plan)
     table = cost.paired_rows if files["paired_data"] != files["data"] else cost.rows
     path = Path(files["data"])
     if path.is_file():
         rows, source = rows_in(path), str(path)
     else:
-        fallback = table.get(str(cfg.dataset.name))
+        fallback = table.get(dataset.name)
         if fallback is None:
-            raise KeyError(f"{COST_CONFIG}: no row count for data set {cfg.dataset.name!r} and {path} is not here")
+            raise KeyError(f"{COST_CONFIG}: no row count for data set {dataset.name!r} and {path} is not here")
         rows, source = int(fallback), f"assumed {int(fallback)} rows ({COST_CONFIG}; {path} is not here)"
-    steps = rows // int(cfg.grpo.train_batch_size) * int(cfg.schedule.epochs)
-    return steps, f"{rows} // {cfg.grpo.train_batch_size} x {cfg.schedule.epochs} epochs ({source})"
+    batch = grpo.train_batch_size
+    steps = total_steps(cfg, rows) if rows >= batch else 0  # too few rows: 0 here, training refuses them
+    return steps, f"{rows} // {batch} x {schedule.epochs} epochs ({source})"
 
 
 def measured_step(

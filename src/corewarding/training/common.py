@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from corewarding.matrix import Cell, cell_from_config
+from corewarding.schemas import GrpoConfig, PathsConfig, ScheduleConfig, section_of
 
 
 @dataclass
@@ -32,10 +33,10 @@ def cell_of(cfg: DictConfig) -> Cell:
 
 def total_steps(cfg: DictConfig, n_rows: int) -> int:
     """``schedule.total_steps`` or floor(N / B) * epochs."""
-    batch = int(cfg.grpo.train_batch_size)
+    batch, schedule = section_of(cfg, GrpoConfig).train_batch_size, section_of(cfg, ScheduleConfig)
     if n_rows < batch:
         raise ValueError(f"{n_rows} training rows is fewer than grpo.train_batch_size={batch}")
-    return int(cfg.schedule.total_steps or (n_rows // batch) * int(cfg.schedule.epochs))
+    return schedule.total_steps or (n_rows // batch) * schedule.epochs
 
 
 _NOT_TRAINING = ("paths", "torch_threads", "verl", "hub")  # where files go or are published, threads, verl-only
@@ -81,8 +82,8 @@ def _digest(relevant: dict[Any, Any]) -> str:
 def _path_roots(cfg: DictConfig) -> dict[str, Path]:
     """``paths.*`` as absolute folders by key. Made absolute without following links: a file DVC links into its
     cache still lies under its folder."""
-    paths = cfg.get("paths") or {}
-    return {f"paths.{key}": Path(os.path.abspath(value)) for key, value in paths.items() if isinstance(value, str)}
+    paths = asdict(section_of(cfg, PathsConfig))
+    return {f"paths.{key}": Path(os.path.abspath(value)) for key, value in paths.items()}
 
 
 def _location_free(value: Any, roots: dict[str, Path]) -> Any:

@@ -49,9 +49,9 @@ def devices_of(cfg: DictConfig) -> Devices:
     8
     """
     if str(cfg.backend) == "verl":
-        platform = str(cfg.verl.get("platform", "cuda"))
+        platform = str(cfg.verl.get("platform", "cuda"))  # raw read: a stored run's config may predate the key
         return Devices("cpu" if platform == "cpu" else "cuda", int(cfg.verl.nnodes) * int(cfg.verl.n_gpus_per_node))
-    return Devices(str(cfg.get("device", "cpu")).split(":")[0], 1)
+    return Devices(str(cfg.get("device", "cpu")).split(":")[0], 1)  # raw read: a stored run's config, as above
 
 
 def phase_seconds(run_dir: Path) -> dict[str, float]:

@@ -28,6 +28,7 @@ from corewarding import CHECKOUT
 from corewarding.cpu import cpu_record
 from corewarding.files import file_sha256
 from corewarding.run_folder import RUN_RECORD
+from corewarding.schemas import DatasetConfig, section_of
 from corewarding.training.common import legacy_training_config_hash
 from corewarding.training.gpu_hours import Devices, devices_of, ledger, phase_seconds
 
@@ -64,11 +65,11 @@ def code_version() -> str:
 
 def data_files(cfg: DictConfig) -> dict[str, dict[str, str]]:
     """The dataset files of ``cfg`` that exist, with their SHA-256."""
-    found = {}
+    found, dataset = {}, section_of(cfg, DatasetConfig)
     for role in ("train", "rephrased", "val"):
-        value = cfg.dataset.get(f"{role}_files")
-        if value and Path(str(value)).is_file():
-            found[role] = {"path": str(value), "sha256": file_sha256(Path(str(value)))}
+        value = getattr(dataset, f"{role}_files")
+        if Path(value).is_file():
+            found[role] = {"path": value, "sha256": file_sha256(Path(value))}
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ from corewarding.data.rephrase.parse import parse_generation
 from corewarding.data.rephrase.prompt import INSTRUCTION, PLACEHOLDER, RESULT_END, RESULT_START, rephrase_messages
 from corewarding.data.rephrase.run import Generation, rephrase_chunk, row_seed
 from corewarding.pipeline.cells import Selection, plan_cells
+from corewarding.schemas import RephraseConfig, RewriteChecks, section_of, typed
 from corewarding.training.common import total_steps
 
 CHECKS = OmegaConf.create(
@@ -24,6 +26,12 @@ CHECKS = OmegaConf.create(
     }
 )
 ORIGINAL = "A box holds 12 red and 30 blue balls. How many balls are in the box?"
+
+
+def _spec(**changes: int) -> RephraseConfig:
+    """The data root's rephraser with the checks above and ``changes``, typed as the run reads it."""
+    base = section_of(compose_config([], config_name="data"), RephraseConfig)
+    return replace(base, checks=typed(RewriteChecks, CHECKS, "rephrase.checks"), **changes)
 
 
 def wrap(rewrite: str, original: str = ORIGINAL) -> str:
@@ -95,7 +103,7 @@ def _rows(n: int) -> list[dict]:
 
 def test_rejected_rows_are_retried_with_new_seeds_up_to_max_retries() -> None:
     rows = _rows(3)
-    spec = OmegaConf.create({"max_retries": 2, "seed": 0, "checks": CHECKS})
+    spec = _spec(max_retries=2, seed=0)
     good = {i: wrap(f"Mia has 12 apples and {30 + i} pears; how many fruits?", "") for i in range(3)}
     # row 0 right away, row 1 on its second try, row 2 never.
     script = {(0, 0): good[0], (1, 1): good[1]}
@@ -209,7 +217,7 @@ def test_raw_log_keeps_generations_with_unicode_line_separators(tmp_path: Path) 
     log = tmp_path / "raw.jsonl"
     records = [{"key": "k", "row": i, "attempt": 0, "text": wrap(f"Add\u2028them {i}\u0085", "")} for i in range(4)]
     log.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records) + '{"key": "k", "row": 9')
-    spec = OmegaConf.create({"batch_size": 2, "max_retries": 0, "checks": CHECKS})
+    spec = _spec(batch_size=2, max_retries=0)
     kept, lines = load_raw(log, "k", ["What is 1 + 2?"] * 4, spec)
     rewrite_raw(log, lines)
     assert [kept[i][0]["text"] for i in range(4)] == [r["text"] for r in records]

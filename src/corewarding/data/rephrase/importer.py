@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from corewarding.data.rephrase.parse import check_rewrite
 from corewarding.data.sources import Records, columns_of, read_hub, read_local
 from corewarding.files import SourceError
 from corewarding.rows import ground_truth_of, make_row, question_of, read_verl_rows
+from corewarding.schemas import DatasourceConfig, section_of
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +110,10 @@ def align_to_prepared(rows: list[dict[str, Any]], prepared: Path) -> tuple[list[
 def release_paths(cfg: DictConfig) -> RephrasePaths:
     """Where an imported release goes: ``datasource.release_dir`` (kept apart from a generated rephrasing, so
     both can exist and ``dataset.rephrased_source`` picks one), or beside the prepared set when it is unset."""
-    output = Path(str(cfg.datasource.output))
-    folder = cfg.datasource.get("release_dir")
-    return RephrasePaths.beside(Path(str(folder)) / output.name if folder else output)
+    datasource = section_of(cfg, DatasourceConfig)
+    output = Path(datasource.output)
+    folder = datasource.release_dir
+    return RephrasePaths.beside(Path(folder) / output.name if folder else output)
 
 
 def import_rephrased(
@@ -118,23 +121,24 @@ def import_rephrased(
 ) -> QualityReport:
     """Validate a released rephrasing like a prepared set, check its rewrites with ``cfg.rephrase.checks``, and
     write the aligned outputs of ``cfg.datasource``."""
-    check_validate(cfg)
-    check_rephrase(cfg, generating=False)
-    hub_id = None if (pairs or original) else cfg.datasource.get("rephrased_release")
-    rows, rewrites, source = load_release(pairs, original, rewrite, hub_id, str(cfg.datasource.split))
+    checks = check_validate(cfg)
+    spec = check_rephrase(cfg, generating=False)
+    datasource = section_of(cfg, DatasourceConfig)
+    hub_id = None if (pairs or original) else datasource.rephrased_release
+    rows, rewrites, source = load_release(pairs, original, rewrite, hub_id, datasource.split)
     paths = release_paths(cfg)
-    report = QualityReport(str(cfg.datasource.name), "import-rephrased", str(cfg.datasource.split), source, "")
+    report = QualityReport(datasource.name, "import-rephrased", datasource.split, source, "")
     report.output = str(paths.rephrased)
     # The same row checks as `data prepare` (no tokenizer here: prompt lengths are checked at prepare and training).
     rewrite_of = {id(row): text for row, text in zip(rows, rewrites, strict=True)}
     candidates = [Candidate(i, row, question_of(row), ground_truth_of(row)) for i, row in enumerate(rows)]
-    drop = [r for r in cfg.validate.drop if r != "prompt_too_long"]
+    drop = [r for r in checks.drop if r != "prompt_too_long"]
     kept = validate(candidates, report, drop)
     kept_rewrites = [rewrite_of[id(row)] for row in kept]
-    aligned, matched = align_to_prepared(kept, Path(str(cfg.datasource.output)))
+    aligned, matched = align_to_prepared(kept, Path(datasource.output))
     report.extra["matched_prepared_rows"] = matched
-    outcomes = []
+    outcomes, rewrite_checks = [], asdict(spec.checks)
     for row, text in zip(aligned, kept_rewrites, strict=True):
-        verdict = check_rewrite(question_of(row), text, cfg.rephrase.checks)
+        verdict = check_rewrite(question_of(row), text, rewrite_checks)
         outcomes.append(Outcome(verdict.rewrite, verdict.reason, verdict.detail, 1, verdict.flags))
-    return write_outputs(aligned, outcomes, paths, report, str(cfg.rephrase.on_failure))
+    return write_outputs(aligned, outcomes, paths, report, spec.on_failure)

@@ -14,11 +14,11 @@ import json
 import logging
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from corewarding.data.checks import check_rephrase
 from corewarding.data.models import resolve_model_source
@@ -37,6 +37,7 @@ from corewarding.lm.generation import (
 )
 from corewarding.lm.generation import check_backend as check_generation_backend
 from corewarding.rows import question_of, read_verl_rows
+from corewarding.schemas import DatasourceConfig, RephraseConfig, section_of
 
 log = logging.getLogger(__name__)
 
@@ -58,22 +59,24 @@ class Generator(Protocol):
 class Rephraser:
     """lm's text generator with ``rephrase``'s sampling: one reply per conversation, each with its own seed."""
 
-    def __init__(self, generator: TransformersGenerator | VLLMGenerator, spec: DictConfig) -> None:
+    def __init__(self, generator: TransformersGenerator | VLLMGenerator, spec: RephraseConfig) -> None:
         self.generator = generator
-        self.sampling = SamplingSettings(1, float(spec.temperature), float(spec.top_p), int(spec.max_new_tokens))
+        if spec.temperature is None or spec.top_p is None or spec.max_new_tokens is None:
+            raise ValueError("rephrase.temperature, top_p and max_new_tokens: generating needs them")
+        self.sampling = SamplingSettings(1, spec.temperature, spec.top_p, spec.max_new_tokens)
 
     def generate(self, conversations: list[Conversation], seeds: list[int]) -> list[Generation]:
         replies = self.generator.sample(conversations, self.sampling, seeds)
         return [Generation(reply.text, reply.finish_reason) for [reply] in replies]
 
 
-def check_backend(spec: DictConfig) -> None:
+def check_backend(spec: RephraseConfig) -> None:
     """Refuse a ``rephrase.backend`` that cannot run here (vllm: not installed, or neither a GPU nor vLLM's CPU
     build) with one clear error."""
-    check_generation_backend(str(spec.backend), "rephrase.backend=vllm", "rephrase=transformers_tiny")
+    check_generation_backend(spec.backend, "rephrase.backend=vllm", "rephrase=transformers_tiny")
 
 
-def make_generator(spec: DictConfig, source: str) -> Generator:
+def make_generator(spec: RephraseConfig, source: str) -> Generator:
     """The generator ``rephrase.backend`` names: the whole chunk in one call, the chat template told
     ``enable_thinking``, prompts fitted to the context, the model's own dtype and generation config."""
     check_backend(spec)
@@ -85,11 +88,18 @@ def make_generator(spec: DictConfig, source: str) -> Generator:
         return Rephraser(model, spec)
     if spec.backend == "vllm":
         vllm = spec.vllm
-        engine = VLLMEngine(
-            str(vllm.dtype), int(vllm.tensor_parallel_size), float(vllm.gpu_memory_utilization), int(vllm.max_model_len)
-        )
-        return Rephraser(VLLMGenerator(source, engine, int(spec.seed), chat_kwargs), spec)
+        if vllm is None:
+            raise ValueError("rephrase.vllm: missing (rephrase.backend=vllm needs its engine settings)")
+        engine = VLLMEngine(vllm.dtype, vllm.tensor_parallel_size, vllm.gpu_memory_utilization, vllm.max_model_len)
+        return Rephraser(VLLMGenerator(source, engine, spec.seed, chat_kwargs), spec)
     raise ValueError(f"rephrase.backend={spec.backend!r}: expected transformers or vllm")
+
+
+def chunk_size(spec: RephraseConfig) -> int:
+    """``rephrase.batch_size``: the rows of a chunk (the unit of resuming), which generating needs."""
+    if spec.batch_size is None:
+        raise ValueError("rephrase.batch_size: missing (generating needs it)")
+    return spec.batch_size
 
 
 def row_seed(base: int, row: int, attempt: int) -> int:
@@ -102,10 +112,10 @@ def row_seed(base: int, row: int, attempt: int) -> int:
 GENERATION_KEYS = ("backend", "temperature", "top_p", "max_new_tokens", "enable_thinking", "batch_size", "seed")
 
 
-def run_key(spec: DictConfig, model_source: str, questions: list[str]) -> str:
+def run_key(spec: RephraseConfig, model_source: str, questions: list[str]) -> str:
     """Identifies what the raw log was generated from: sampling settings, the model, the prompt, the questions."""
-    settings = {key: OmegaConf.select(spec, key) for key in GENERATION_KEYS}
-    dtype = OmegaConf.select(spec, "vllm.dtype")
+    settings: dict[str, Any] = {key: getattr(spec, key) for key in GENERATION_KEYS}
+    dtype = spec.vllm.dtype if spec.vllm is not None else None
     settings["dtype"] = vllm_dtype(str(dtype)) if spec.backend == "vllm" and dtype is not None else dtype
     digest = hashlib.sha256(json.dumps([settings, model_source, INSTRUCTION], sort_keys=True).encode())
     for question in questions:
@@ -140,7 +150,7 @@ def _finished(attempts: list[dict[str, Any]], max_retries: int) -> bool:
 
 
 def load_raw(
-    path: Path, key: str, questions: list[str], spec: DictConfig
+    path: Path, key: str, questions: list[str], spec: RephraseConfig
 ) -> tuple[dict[int, list[dict[str, Any]]], list[str]]:
     """The finished chunks' records of an earlier run with the same key, re-judged under the current checks, and
     the lines the log should hold before new generations are appended (read only; rewrite_raw writes them).
@@ -150,7 +160,7 @@ def load_raw(
     """
     if not path.is_file():
         return {}, []
-    batch_size, max_retries = int(spec.batch_size), int(spec.max_retries)
+    batch_size, max_retries, checks = chunk_size(spec), spec.max_retries, asdict(spec.checks)
     records: dict[int, list[dict[str, Any]]] = {}
     other: list[str] = []
     lines = [line for line in read_text(path).split("\n") if line]  # not splitlines(): U+2028
@@ -163,7 +173,7 @@ def load_raw(
         if not isinstance(record, dict) or record.get("key") != key:
             other.append(line)
         elif isinstance(row, int) and 0 <= row < len(questions):
-            records.setdefault(row, []).append(judge(record, questions[row], spec.checks))
+            records.setdefault(row, []).append(judge(record, questions[row], checks))
     for attempts in records.values():  # a lower retry limit keeps the attempts an uninterrupted run would make
         attempts.sort(key=lambda r: int(r["attempt"]))
         del attempts[max_retries + 1 :]
@@ -198,21 +208,21 @@ def _append(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def rephrase_chunk(
-    generator: Generator, rows: list[dict[str, Any]], chunk: range, spec: DictConfig, key: str
+    generator: Generator, rows: list[dict[str, Any]], chunk: range, spec: RephraseConfig, key: str
 ) -> list[dict[str, Any]]:
     """Generate, parse and retry the rows of one chunk; return one record per generation."""
     records: list[dict[str, Any]] = []
-    pending = list(chunk)
-    for attempt in range(int(spec.max_retries) + 1):
+    pending, checks = list(chunk), asdict(spec.checks)
+    for attempt in range(spec.max_retries + 1):
         if not pending:
             break
         questions = [question_of(rows[i]) for i in pending]
-        seeds = [row_seed(int(spec.seed), i, attempt) for i in pending]
+        seeds = [row_seed(spec.seed, i, attempt) for i in pending]
         generations = generator.generate([rephrase_messages(q) for q in questions], seeds)
         still = []
         for i, question, seed, generation in zip(pending, questions, seeds, generations, strict=True):
             record = {"key": key, "row": i, "attempt": attempt, "seed": seed, "text": generation.text}
-            record = judge(record | {"finish": generation.finish}, question, spec.checks)
+            record = judge(record | {"finish": generation.finish}, question, checks)
             records.append(record)
             if not record["accepted"]:
                 still.append(i)
@@ -232,17 +242,17 @@ def rephrase(cfg: DictConfig, generator: Generator | None = None) -> QualityRepo
 
     ``generator`` replaces the configured backend (tests pass a scripted one); by default it is built on first need.
     """
-    spec = cfg.rephrase
-    prepared = Path(str(cfg.datasource.output))
+    datasource = section_of(cfg, DatasourceConfig)
+    prepared = Path(datasource.output)
     if not prepared.is_file():
-        raise SourceError(f"{prepared}: no such file (run: corewarding data prepare {cfg.datasource.name})")
-    check_rephrase(cfg, generating=True)
+        raise SourceError(f"{prepared}: no such file (run: corewarding data prepare {datasource.name})")
+    spec = check_rephrase(cfg, generating=True)
     rows = read_verl_rows(prepared)
     paths = RephrasePaths.beside(prepared)
     source = resolve_model_source(str(spec.model), cfg)
     questions = [question_of(r) for r in rows]
     key = run_key(spec, source, questions)
-    batch_size = int(spec.batch_size)
+    batch_size = chunk_size(spec)
     records, log_lines = load_raw(paths.raw, key, questions, spec)
     chunks = [range(start, min(start + batch_size, len(rows))) for start in range(0, len(rows), batch_size)]
     todo = [chunk for chunk in chunks if not all(i in records for i in chunk)]
@@ -258,7 +268,7 @@ def rephrase(cfg: DictConfig, generator: Generator | None = None) -> QualityRepo
             records.setdefault(record["row"], []).append(record)
         log.info("rephrased rows %d-%d of %d", chunk.start, chunk.stop - 1, len(rows))
     outcomes = [outcome_of(records[i]) for i in range(len(rows))]
-    report = QualityReport(str(cfg.datasource.name), "rephrase", str(cfg.datasource.split), str(prepared), "")
+    report = QualityReport(datasource.name, "rephrase", datasource.split, str(prepared), "")
     report.output = str(paths.rephrased)
     report.extra.update(
         generations=sum(len(v) for v in records.values()),
@@ -268,4 +278,4 @@ def rephrase(cfg: DictConfig, generator: Generator | None = None) -> QualityRepo
         backend=str(spec.backend),
         raw=str(paths.raw),
     )
-    return write_outputs(rows, outcomes, paths, report, str(spec.on_failure))
+    return write_outputs(rows, outcomes, paths, report, spec.on_failure)

@@ -34,7 +34,14 @@ from corewarding.methods.co_rewarding_2 import ema_rate
 from corewarding.methods.grpo import grpo_advantages
 from corewarding.methods.voting import voter_from_config
 from corewarding.run_folder import METRICS, VERL_INPUTS, checkpoints_dir, config_file
-from corewarding.schemas import GrpoConfig, OptimizerConfig, ScheduleConfig, section_of
+from corewarding.schemas import (
+    GrpoConfig,
+    MethodConfig,
+    OptimizerConfig,
+    PathsConfig,
+    ScheduleConfig,
+    section_of,
+)
 from corewarding.training import run_record
 from corewarding.training.common import RunResult, accepted_config_hashes, cell_of, total_steps, training_config_hash
 from corewarding.training.errors import RunWriteError, TrainingInterrupted
@@ -90,8 +97,9 @@ class LocalTrainer:
         self.run_dir = run_dir
         self.progress = progress
         self.trust_unverified = trust_unverified  # resume from a checkpoint without a manifest
-        self.spec = methods.get(str(cfg.method.reward))
-        if cfg.get("torch_threads"):
+        self.method = section_of(cfg, MethodConfig)
+        self.spec = methods.get(self.method.reward)
+        if cfg.torch_threads:
             torch.set_num_threads(int(cfg.torch_threads))
         self.policy, self.tokenizer = load_base_model(cfg)
         # Seed after loading: building the tiny model in this process draws random numbers, and a run must not
@@ -99,8 +107,8 @@ class LocalTrainer:
         _seed_everything(int(cfg.seed))
         self.rows: TrainingRows = load_training_rows(cfg, self.tokenizer)
         self.total_steps = total_steps(cfg, len(self.rows.train))
-        teacher_cfg = cfg.method.get("teacher")
-        self.teacher = _frozen_copy(self.policy, getattr(torch, str(teacher_cfg.dtype))) if teacher_cfg else None
+        teacher_cfg = self.method.teacher
+        self.teacher = _frozen_copy(self.policy, getattr(torch, teacher_cfg.dtype)) if teacher_cfg else None
         self.ref = self.teacher if self.teacher is not None else _frozen_copy(self.policy)
         self.grpo, self.schedule = section_of(cfg, GrpoConfig), section_of(cfg, ScheduleConfig)
         optimizer = section_of(cfg, OptimizerConfig)
@@ -113,7 +121,7 @@ class LocalTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, s.factor)
         g = self.grpo
         self.sampling = Sampling(int(g.n), int(g.max_response_length), g.temperature, g.top_p, int(g.top_k))
-        self.voter = voter_from_config(cfg.vote)
+        self.voter = voter_from_config(cfg.vote)  # methods.voting reads a mapping (the verl plug-in passes one)
         self.config_hash = training_config_hash(cfg)
         self.start_step = self._resume_or_start()
         self.step = self.saved_step = self.start_step  # the step under way, the newest checkpoint's
@@ -165,10 +173,10 @@ class LocalTrainer:
         for view, rows in views.items():
             batches[view] = self._generate(self.policy, rows, uids, view)
         rate = None
-        if self.teacher is not None:
-            ema = self.cfg.method.teacher.ema
-            if ema.enable and step % int(ema.update_interval) == 0:
-                rate = ema_rate(step, self.total_steps, float(ema.alpha_start), float(ema.alpha_end))
+        if self.teacher is not None and self.method.teacher is not None:
+            ema = self.method.teacher.ema
+            if ema.enable and step % ema.update_interval == 0:
+                rate = ema_rate(step, self.total_steps, ema.alpha_start, ema.alpha_end)
                 ema_update(self.teacher, self.policy, rate)
             for view, name in self._teacher_views(views):
                 batches[name] = self._generate(self.teacher, views[view], uids, name)
@@ -194,7 +202,7 @@ class LocalTrainer:
         return generate(model, self.tokenizer, prompts, uids, truths, sampling or self.sampling, view)
 
     def _data_seed(self) -> int:
-        return int(self.cfg.method.get("data_seed", self.cfg.seed))
+        return int(self.cfg.seed if self.method.data_seed is None else self.method.data_seed)
 
     @staticmethod
     def _micro_slices(n: int, size: int) -> list[slice]:
@@ -318,7 +326,7 @@ class LocalTrainer:
             self._append_metrics({"step": 0, "val_accuracy": self.validate()})
         bar = tqdm(
             range(self.start_step + 1, self.total_steps + 1),
-            desc=f"{self.cfg.method.name}", initial=self.start_step, total=self.total_steps,
+            desc=self.method.name, initial=self.start_step, total=self.total_steps,
             disable=not self.progress, leave=False,
         )  # fmt: skip
         for step in bar:
@@ -376,7 +384,7 @@ def train(
     The run folder is locked for the whole run: a second trainer on it raises RunInUseError before touching it.
     Ctrl-C records the run ``interrupted`` and raises TrainingInterrupted (a KeyboardInterrupt) saying where."""
     transformers_logging.disable_progress_bar()
-    target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir))
+    target = Path(run_dir or matrix.run_dir(cell_of(cfg), section_of(cfg, PathsConfig).runs_dir))
     with run_lock(target):
         trainer = LocalTrainer(cfg, target, progress=progress, trust_unverified=trust_unverified)
         run_record.record_start(trainer.run_dir, cfg, trainer.config_hash, cell_of(cfg).cell_id)

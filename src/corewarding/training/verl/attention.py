@@ -19,7 +19,7 @@ import importlib
 import logging
 from dataclasses import dataclass
 
-from omegaconf import DictConfig
+from corewarding.schemas import VerlConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def flash_attn_imports() -> bool:
     return True
 
 
-def choose_attention(verl: DictConfig, flash_attn: bool | None = None) -> Attention:
+def choose_attention(verl: VerlConfig, flash_attn: bool | None = None) -> Attention:
     """The kernel and packing of ``verl`` (the config's ``verl`` section); ``flash_attn``: whether flash-attn imports
     (default: try it on this machine)."""
     asked, pack = str(verl.attn_implementation), verl.remove_padding

@@ -24,6 +24,7 @@ from corewarding.run_folder import (
     checkpoints_dir,
     config_file,
 )
+from corewarding.schemas import BaseModelConfig, DatasetConfig, PathsConfig, VerlConfig, section_of
 from corewarding.training import run_record
 from corewarding.training.common import accepted_config_hashes, cell_of, total_steps, training_config_hash
 from corewarding.training.verl import resume
@@ -63,7 +64,7 @@ def check_verl_config(verl_cfg: DictConfig) -> list[str]:
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
         checks = ["verl validate_config"]
         for key in ("actor_rollout_ref.rollout", "algorithm"):
-            omega_conf_to_dataclass(OmegaConf.select(cfg, key))
+            omega_conf_to_dataclass(OmegaConf.select(cfg, key))  # raw read: verl's own sections, by name
             checks.append(f"{key} builds its verl dataclass")
     except (AssertionError, ValueError, TypeError) as exc:  # verl reports config errors with asserts
         raise ConfigError(f"verl rejects the translated config: {exc}") from exc
@@ -114,7 +115,7 @@ def resume_point(verl_cfg: DictConfig, run_dir: Path) -> resume.ResumePoint | No
     holds saves and none is usable."""
     trainer = verl_cfg.trainer
     world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
-    teacher = bool(verl_cfg.actor_rollout_ref.get("corewarding_teacher", False))
+    teacher = bool(verl_cfg.actor_rollout_ref.get("corewarding_teacher", False))  # raw read: older runs lack it
     return resume.apply(trainer, checkpoints_dir(run_dir), world_size, teacher)
 
 
@@ -128,8 +129,8 @@ def with_absolute_model_path(cfg: DictConfig) -> DictConfig:
 
 def launch(cfg: DictConfig, run_dir: Path | None = None) -> VerlLaunch:
     """The validated verl run of ``cfg``, its paths absolute."""
-    target = Path(run_dir or matrix.run_dir(cell_of(cfg), cfg.paths.runs_dir)).resolve()
-    attention = choose_attention(cfg.verl)  # auto: whether flash-attn imports on this (the training) machine
+    target = Path(run_dir or matrix.run_dir(cell_of(cfg), section_of(cfg, PathsConfig).runs_dir)).resolve()
+    attention = choose_attention(section_of(cfg, VerlConfig))  # auto: whether flash-attn imports on this machine
     verl_cfg = to_verl_config(with_absolute_model_path(cfg), target)  # the same choice (flash_attn_imports is cached)
     return VerlLaunch(target, verl_cfg, attention, check_verl_config(verl_cfg))
 
@@ -140,7 +141,7 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     run = launch(cfg, run_dir)
     if dry_run:
         return run
-    if cfg.verl.platform == "cpu":  # make verl-e2e: vLLM's CPU build, the CPU platform in every process
+    if section_of(cfg, VerlConfig).platform == "cpu":  # make verl-e2e: vLLM's CPU build, the CPU platform in each
         require_backend("verl.platform=cpu", modules=("vllm",), hint="make verl-e2e installs it in .venv-verl")
         from corewarding.training.verl.cpu_platform import (  # verl: imported when used
             activate,
@@ -162,8 +163,8 @@ def train_verl(cfg: DictConfig, run_dir: Path | None = None, dry_run: bool = Fal
     )
 
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.base_model.builder == "tiny" or cfg.dataset.name == "tiny":
-        log.info("building the tiny model/data under %s", cfg.paths.artifacts_dir)
+    if section_of(cfg, BaseModelConfig).builder == "tiny" or section_of(cfg, DatasetConfig).name == "tiny":
+        log.info("building the tiny model/data under %s", section_of(cfg, PathsConfig).artifacts_dir)
     prepare(cfg, run.verl_config, run.run_dir)
     resume_point(run.verl_config, run.run_dir)
     run_record.record_start(run.run_dir, cfg, training_config_hash(cfg), cell_of(cfg).cell_id)

@@ -47,16 +47,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from corewarding.config import ConfigError
 from corewarding.methods.logits_statistics import logits_statistic
+from corewarding.schemas import BaseModelConfig, GrpoConfig, MethodConfig, ScheduleConfig, VerlConfig, section_of
 from corewarding.training.common import cell_of
 from corewarding.training.verl.attention import PER_SEQUENCE, choose_attention
 from corewarding.training.verl.verl_config import probed_statistics, reference_dtype
 
 GB = 2**30
 OVERHEAD_GB = 2.0  # per device: CUDA context, NCCL buffers, allocator fragmentation (not modelled in detail)
-DEFAULT_CHECKPOINTS_TO_KEEP = 2
-DEFAULT_GPU_MEMORY_GB = 80
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
 ADAM_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
 MASTER_BYTES = 4  # fp32 master weights (model_dtype fp32, bf16 compute)
@@ -94,7 +92,7 @@ class VerlFacts:
     @classmethod
     def default(cls, cfg: DictConfig, flash_attn: bool | None = None) -> VerlFacts:
         """What the translation emits for ``cfg``; ``flash_attn`` as in ``choose_attention`` (default: try here)."""
-        attention = choose_attention(cfg.verl, flash_attn)
+        attention = choose_attention(section_of(cfg, VerlConfig), flash_attn)
         return cls(
             ref_dtype=reference_dtype(cfg),
             entropy_chunk_rows=2048,
@@ -108,6 +106,7 @@ class VerlFacts:
         arr = verl_cfg.actor_rollout_ref
         engine = arr.actor.fsdp_config  # what verl's FSDP engine reads (interpolated from actor.*)
         chunked = bool(engine.entropy_from_logits_with_chunking)
+        kernel = arr.model.override_config.get("attn_implementation", "flash_attention_2")  # raw read: verl's default
         return cls(
             ref_dtype=str(arr.ref.fsdp_config.model_dtype),
             entropy_chunk_rows=int(engine.entropy_from_logits_chunk_size) if chunked else 0,
@@ -116,7 +115,7 @@ class VerlFacts:
             rollout_dtype=str(arr.rollout.dtype),
             logits_dtype=compute_dtype(engine),
             remove_padding=bool(arr.model.use_remove_padding),
-            attn_kernel=str(arr.model.override_config.get("attn_implementation", "flash_attention_2")),  # verl's
+            attn_kernel=str(kernel),
         )
 
 
@@ -124,7 +123,7 @@ def compute_dtype(engine: DictConfig) -> str:
     """The dtype verl's FSDP engine computes in, hence the logits': ``mixed_precision.param_dtype`` (bf16 when
     unset), the FSDP param dtype and the autocast dtype of its forward (``transformer_impl.py`` ~391-403, ~1559).
     ``fsdp_config.dtype`` is not read by that engine."""
-    mixed = engine.get("mixed_precision") or {}
+    mixed = engine.get("mixed_precision") or {}  # raw read: verl's engine config, bf16 when unset
     name = str(mixed.get("param_dtype", "bf16"))
     return {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
 
@@ -189,23 +188,20 @@ class ResourcePlan:
 
 def model_shape(cfg: DictConfig) -> ModelShape:
     """``base_model.shape`` (the published models), or the tiny model's shape counted from its build settings."""
-    shape = cfg.base_model.get("shape")
+    model = section_of(cfg, BaseModelConfig)
+    shape = model.shape
     if shape is not None:
         return ModelShape(
-            float(shape.params_b) * 1e9,
-            int(shape.vocab_size),
-            int(shape.hidden_size),
-            int(shape.num_layers),
-            bool(shape.get("tie_word_embeddings", False)),
+            shape.params_b * 1e9, shape.vocab_size, shape.hidden_size, shape.num_layers, shape.tie_word_embeddings
         )
-    tiny = cfg.base_model.get("tiny")
+    tiny = model.tiny
     if tiny is None:
         raise KeyError(
-            f"base_model {cfg.base_model.name!r} has no shape: add base_model.shape (params_b, vocab_size, "
+            f"base_model {model.name!r} has no shape: add base_model.shape (params_b, vocab_size, "
             f"hidden_size, num_layers, tie_word_embeddings: the model's config.json) to "
-            f"configs/base_model/{cfg.base_model.name}.yaml"
+            f"configs/base_model/{model.name}.yaml"
         )
-    h, layers, vocab = int(tiny.hidden_size), int(tiny.num_layers), int(tiny.vocab_size)
+    h, layers, vocab = tiny.hidden_size, tiny.num_layers, tiny.vocab_size
     # tiny_model: Qwen2, tied embeddings, MLP 4h, q/k/v biases, two norms per layer and a final one
     params = vocab * h + layers * (16 * h * h + 5 * h) + h
     return ModelShape(float(params), vocab, h, layers, tied_embeddings=True)
@@ -213,7 +209,12 @@ def model_shape(cfg: DictConfig) -> ModelShape:
 
 def has_reference(cfg: DictConfig) -> bool:
     """Whether the run has a reference model (the KL anchor, or Co-rewarding-II/III's teacher)."""
-    return bool(cfg.method.get("teacher")) or bool(cfg.grpo.use_kl_loss)
+    return has_teacher(cfg) or section_of(cfg, GrpoConfig).use_kl_loss
+
+
+def has_teacher(cfg: DictConfig) -> bool:
+    """Whether the method has an EMA teacher (Co-rewarding-II/III)."""
+    return section_of(cfg, MethodConfig).teacher is not None
 
 
 def logits_gb(micro_batch: int, tokens: int, vocab: int, dtype_bytes: int = LOGITS_BYTES) -> float:
@@ -267,20 +268,20 @@ def phase_terms(
     ~1489), and the real rows are copied out of the padded logits with ``torch.cat`` (~1500) before the log-probs:
     one more copy of the logits beside them.
     """
-    v, g = cfg.verl, cfg.grpo
-    per_device = shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
-    full = int(g.max_prompt_length) + int(g.max_response_length)
+    v, g = section_of(cfg, VerlConfig), section_of(cfg, GrpoConfig)
+    per_device = shape.params / (v.nnodes * v.n_gpus_per_node) / GB
+    full = g.max_prompt_length + g.max_response_length
     lp_tokens, tokens = log_prob_tokens or full, train_tokens or full
     attn, packed = facts.attn_kernel, facts.remove_padding
     nbytes = DTYPE_BYTES[facts.logits_dtype]
-    scaled = 1 if float(g.temperature) == 1.0 else 2  # logits / temperature is a second copy
-    mb_lp, mb = int(g.log_prob_micro_batch_size), int(g.micro_batch_size)
+    scaled = 1 if g.temperature == 1.0 else 2  # logits / temperature is a second copy
+    mb_lp, mb = g.log_prob_micro_batch_size, g.micro_batch_size
     lp_logit = logits_gb(mb_lp, lp_tokens, shape.vocab_size, nbytes)
     lp_logits = scaled * lp_logit
     chunk_rows = facts.entropy_chunk_rows if packed else 0  # the padded branch never chunks
     extra = entropy_gb(mb_lp, lp_tokens, shape.vocab_size, chunk_rows, nbytes)
-    for name in probed_statistics(str(cfg.method.reward)):  # computed one after another from the same logits
-        extra = max(extra, statistic_gb(name, mb_lp * lp_tokens, shape.vocab_size, int(v.self_certainty_chunk_tokens)))
+    for name in probed_statistics(section_of(cfg, MethodConfig).reward):  # one after another from the same logits
+        extra = max(extra, statistic_gb(name, mb_lp * lp_tokens, shape.vocab_size, v.self_certainty_chunk_tokens))
     unpadded_copy = 0.0 if packed else lp_logit  # the padded branch's torch.cat of the real rows
     terms = {"old_log_prob": lp_logits + max(extra, unpadded_copy) + mask_gb(mb_lp, lp_tokens, attn, packed)}
     if has_reference(cfg):
@@ -293,27 +294,24 @@ def phase_terms(
     )
     # save: verl's FSDP2 checkpoint streams the actor's shards as they are (torch.save); the teacher's shards are
     # cloned to the host first (save_teacher_shards), which is the device on CPU and pinned host memory on GPUs
-    teacher = DTYPE_BYTES[facts.ref_dtype] * per_device if cfg.method.get("teacher") else 0.0
-    terms["save"] = teacher
+    terms["save"] = DTYPE_BYTES[facts.ref_dtype] * per_device if has_teacher(cfg) else 0.0
     return terms
 
 
 def gpu_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str, float]:
     """Per-device GB of each phase (see the module docstring)."""
-    v = cfg.verl
-    per_device = (
-        shape.params / (int(v.nnodes) * int(v.n_gpus_per_node)) / GB
-    )  # GB that one byte per parameter takes on a device
-    actor_offload = bool(v.actor_param_offload)
+    v = section_of(cfg, VerlConfig)
+    per_device = shape.params / (v.nnodes * v.n_gpus_per_node) / GB  # GB that one byte per parameter takes on one
+    actor_offload = v.actor_param_offload
     resident = OVERHEAD_GB + (0.0 if actor_offload else (MASTER_BYTES + ADAM_STATE_BYTES) * per_device)
     terms = phase_terms(cfg, shape, facts)
     rollout_bytes = DTYPE_BYTES[facts.rollout_dtype]
     largest = shape.vocab_size * shape.hidden_size / GB  # the embedding (and the untied lm_head): one full tensor
-    teacher_cast = rollout_bytes * largest if cfg.method.get("teacher") else 0.0
+    teacher_cast = rollout_bytes * largest if has_teacher(cfg) else 0.0
     phases = {
-        "rollout": resident + float(v.gpu_memory_utilization) * float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)),
+        "rollout": resident + v.gpu_memory_utilization * v.gpu_memory_gb,
         "weight_sync": resident
-        + rollout_bytes * shape.params / int(v.tensor_parallel_size) / GB
+        + rollout_bytes * shape.params / v.tensor_parallel_size / GB
         + facts.bucket_mb / 1024
         + MASTER_BYTES * largest
         + teacher_cast,
@@ -329,14 +327,14 @@ def gpu_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str
 def sync_gb_per_step(cfg: DictConfig, shape: ModelShape) -> float:
     """What verl pushes into vLLM each step: the actor's fp32 weights (verl 0.9.1 sends them uncast) and, for the
     teacher methods, the teacher's in the rollout dtype (``worker.corewarding_teacher_to_rollout`` casts)."""
-    teacher = DTYPE_BYTES["bfloat16"] if cfg.method.get("teacher") else 0
+    teacher = DTYPE_BYTES["bfloat16"] if has_teacher(cfg) else 0
     return (MASTER_BYTES + teacher) * shape.params / GB
 
 
 def host_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[str, float]:
     """Host GB per node at start-up, in steady state and while the teacher's shards are saved."""
-    v = cfg.verl
-    nnodes, per_node_gpus = int(v.nnodes), int(v.n_gpus_per_node)
+    v = section_of(cfg, VerlConfig)
+    nnodes, per_node_gpus = v.nnodes, v.n_gpus_per_node
     per_node = shape.params / nnodes / GB
     ref = DTYPE_BYTES[facts.ref_dtype] * per_node if has_reference(cfg) else 0.0
     pinned = ref * (2 if facts.strategy == "fsdp" else 1)  # FSDP1's CPUOffload pins a gradient beside each shard
@@ -344,20 +342,20 @@ def host_phases(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> dict[st
     # rank. Each loading rank holds the full fp32 model and, once sharded, its own shard beside it.
     loaders = per_node_gpus if shape.tied_embeddings else 1
     full_load = loaders * MASTER_BYTES * shape.params * (1 + 1 / (nnodes * per_node_gpus)) / GB
-    steady = pinned + ((MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES) * per_node if bool(v.actor_param_offload) else 0)
+    steady = pinned + ((MASTER_BYTES + ADAM_STATE_BYTES + GRAD_BYTES) * per_node if v.actor_param_offload else 0)
     phases = {"start_up": pinned + full_load, "steady": steady}
-    if cfg.method.get("teacher"):  # save_teacher_shards clones each rank's shards to the host before torch.save
+    if has_teacher(cfg):  # save_teacher_shards clones each rank's shards to the host before torch.save
         phases["teacher_save"] = steady + ref
     return phases
 
 
 def checkpoints_kept(cfg: DictConfig) -> int | None:
-    """``verl.checkpoints_to_keep`` (2 when the key is absent); null keeps every save: counted from total_steps."""
-    keep = cfg.verl.get("checkpoints_to_keep", DEFAULT_CHECKPOINTS_TO_KEEP)
+    """``verl.checkpoints_to_keep``; null keeps every save: counted from total_steps."""
+    keep = section_of(cfg, VerlConfig).checkpoints_to_keep
     if keep is not None:
-        return int(keep)
-    total = cfg.schedule.get("total_steps")
-    return None if total is None else max(1, int(total) // int(cfg.schedule.save_freq))
+        return keep
+    schedule = section_of(cfg, ScheduleConfig)
+    return None if schedule.total_steps is None else max(1, schedule.total_steps // schedule.save_freq)
 
 
 def disk_gb(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> float | None:
@@ -365,33 +363,21 @@ def disk_gb(cfg: DictConfig, shape: ModelShape, facts: VerlFacts) -> float | Non
     keep = checkpoints_kept(cfg)
     if keep is None:
         return None
-    teacher_bytes = DTYPE_BYTES[facts.ref_dtype] if cfg.method.get("teacher") else 0
+    teacher_bytes = DTYPE_BYTES[facts.ref_dtype] if has_teacher(cfg) else 0
     per_checkpoint = (MASTER_BYTES + teacher_bytes + HF_EXPORT_BYTES) * shape.params / GB
     return keep * per_checkpoint + ADAM_STATE_BYTES * shape.params / GB
 
 
-def check_limits(cfg: DictConfig) -> None:
-    """``verl.gpu_memory_gb`` must be a positive number; ``host_memory_gb`` and ``disk_gb`` too, or null."""
-    for key in ("gpu_memory_gb", "host_memory_gb", "disk_gb"):
-        value = cfg.verl.get(key, DEFAULT_GPU_MEMORY_GB if key == "gpu_memory_gb" else None)
-        if value is None and key != "gpu_memory_gb":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            allowed = "a number > 0" + ("" if key == "gpu_memory_gb" else " or null (this machine's)")
-            raise ConfigError(f"verl.{key}={value!r}: must be {allowed}")
-
-
-def _problems(plan: ResourcePlan, cfg: DictConfig, machine: Machine | None) -> list[str]:
-    v = cfg.verl
+def _problems(plan: ResourcePlan, v: VerlConfig, machine: Machine | None) -> list[str]:
     out = []
-    if plan.gpu_gb > float(v.get("gpu_memory_gb", DEFAULT_GPU_MEMORY_GB)):
+    if plan.gpu_gb > v.gpu_memory_gb:
         out.append(
             f"needs {plan.gpu_gb:.1f} GB of GPU memory per device (its {plan.gpu_phase} phase), "
-            f"more than verl.gpu_memory_gb={v.get('gpu_memory_gb', DEFAULT_GPU_MEMORY_GB)}"
+            f"more than verl.gpu_memory_gb={v.gpu_memory_gb}"
         )
     host_phase = max(plan.host_phases, key=lambda k: plan.host_phases[k])
-    if v.get("host_memory_gb") is not None:
-        if plan.host_gb > float(v.host_memory_gb):
+    if v.host_memory_gb is not None:
+        if plan.host_gb > v.host_memory_gb:
             out.append(
                 f"needs {plan.host_gb:.1f} GB of host memory per node (its {host_phase}), "
                 f"more than verl.host_memory_gb={v.host_memory_gb}"
@@ -402,13 +388,13 @@ def _problems(plan: ResourcePlan, cfg: DictConfig, machine: Machine | None) -> l
             f"{machine.host_gb:.1f} GB (set verl.host_memory_gb=GB to plan for the training nodes instead)"
         )
     disk = plan.disk_gb
-    if v.get("disk_gb") is not None:
+    if v.disk_gb is not None:
         if disk is None:
             out.append(
                 f"verl.checkpoints_to_keep=null keeps every checkpoint, so disk use is unbounded; "
                 f"set it (or schedule.total_steps) to check verl.disk_gb={v.disk_gb}"
             )
-        elif disk > float(v.disk_gb):
+        elif disk > v.disk_gb:
             out.append(f"needs {disk:.1f} GB of checkpoint disk, more than verl.disk_gb={v.disk_gb}")
     elif machine is not None and disk is not None and disk > machine.disk_gb:
         out.append(
@@ -425,7 +411,7 @@ def plan_cell(cfg: DictConfig, facts: VerlFacts | None = None, machine: Machine 
     ``machine``: where ``verl.host_memory_gb`` / ``verl.disk_gb`` are null, check this machine's figures instead
     (the dry run passes ``this_machine``); without it, null limits are not checked.
     """
-    check_limits(cfg)
+    verl = section_of(cfg, VerlConfig)  # a limit out of range: ConfigError naming it
     shape = model_shape(cfg)
     facts = facts or VerlFacts.default(cfg)
     phases = gpu_phases(cfg, shape, facts)
@@ -441,7 +427,7 @@ def plan_cell(cfg: DictConfig, facts: VerlFacts | None = None, machine: Machine 
         hosts,
         sync_gb_per_step(cfg, shape),
     )
-    plan.problems = _problems(plan, cfg, machine)
+    plan.problems = _problems(plan, verl, machine)
     return plan
 
 

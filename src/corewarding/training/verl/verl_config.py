@@ -22,7 +22,15 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from corewarding import methods
 from corewarding.config import ConfigError, teacher_dtype_problem
 from corewarding.run_folder import CHECKPOINTS, VERL_DATA, VERL_LOGS, metrics_file
-from corewarding.schemas import VerlConfig, typed
+from corewarding.schemas import (
+    BaseModelConfig,
+    GrpoConfig,
+    MethodConfig,
+    OptimizerConfig,
+    ScheduleConfig,
+    VerlConfig,
+    section_of,
+)
 from corewarding.training.common import cell_of
 from corewarding.training.verl.attention import Attention, choose_attention
 
@@ -75,23 +83,26 @@ def verl_base_config() -> DictConfig:
 
 def trains_pairs(cfg: DictConfig) -> bool:
     """Co-rewarding-I trains both views of each question in one step."""
-    return "rephrased" in list(cfg.method.views) and cfg.method.get("train_on", "original") == "original"
+    method = section_of(cfg, MethodConfig)
+    return "rephrased" in method.views and method.train_on == "original"
 
 
 def model_path(cfg: DictConfig) -> str:
     """The base model verl loads: a local folder (the tiny model's build folder) or a Hub id."""
-    source = cfg.base_model.path or cfg.base_model.hf_id
+    model = section_of(cfg, BaseModelConfig)
+    source = model.path or model.hf_id
     if not source:
-        raise ConfigError(f"base_model {cfg.base_model.name!r} has neither path nor hf_id")
-    return str(source)
+        raise ConfigError(f"base_model {model.name!r} has neither path nor hf_id")
+    return source
 
 
 def check_supported(cfg: DictConfig) -> None:
     """Values the verl backend cannot honour, named by key (``schemas.VerlConfig`` holds the section's ranges)."""
-    if abs(float(cfg.grpo.adv_epsilon) - VERL_GRPO_EPSILON) > 1e-12:
-        raise ConfigError(f"grpo.adv_epsilon={cfg.grpo.adv_epsilon}: verl's GRPO uses a fixed {VERL_GRPO_EPSILON}")
-    typed(VerlConfig, cfg.verl, "verl")  # engine, trackers, attention, kept saves: the schema's ranges
-    teacher = cfg.method.get("teacher")
+    epsilon = section_of(cfg, GrpoConfig).adv_epsilon
+    if abs(epsilon - VERL_GRPO_EPSILON) > 1e-12:
+        raise ConfigError(f"grpo.adv_epsilon={epsilon}: verl's GRPO uses a fixed {VERL_GRPO_EPSILON}")
+    section_of(cfg, VerlConfig)  # engine, trackers, attention, kept saves: the schema's ranges
+    teacher = section_of(cfg, MethodConfig).teacher
     problem = teacher_dtype_problem(teacher.dtype) if teacher else None
     if problem:
         raise ConfigError(problem)
@@ -103,8 +114,8 @@ def ray_address(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> st
     ``None`` on one node without ``verl.ray_address``: verl's ``ray.init()`` then does what it always did. Several
     nodes need a cluster started beforehand, so a missing address is an error here rather than a one-node Ray later.
     """
-    configured = cfg.verl.get("ray_address")
-    nnodes = int(cfg.verl.nnodes)
+    v = section_of(cfg, VerlConfig)
+    configured, nnodes = v.ray_address, v.nnodes
     if not configured and nnodes == 1:
         return None
     address = str(configured or (os.environ if environ is None else environ).get(RAY_ADDRESS_ENV, "")).strip()
@@ -119,7 +130,7 @@ def ray_address(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> st
 
 
 def _data_keys(cfg: DictConfig, run: str, prompts: int) -> dict[str, Any]:
-    g = cfg.grpo
+    g, method = section_of(cfg, GrpoConfig), section_of(cfg, MethodConfig)
     return {
         "data.train_files": f"{run}/{VERL_DATA}/train.parquet",
         "data.val_files": f"{run}/{VERL_DATA}/val.parquet",
@@ -129,12 +140,13 @@ def _data_keys(cfg: DictConfig, run: str, prompts: int) -> dict[str, Any]:
         "data.filter_overlong_prompts": False,  # done before launch, both views of a pair together
         "data.truncation": "error",
         "data.shuffle": True,
-        "data.seed": int(cfg.method.get("data_seed", cfg.seed)),
+        "data.seed": int(cfg.seed if method.data_seed is None else method.data_seed),
     }
 
 
 def _actor_keys(cfg: DictConfig, prompts: int, attention: Attention) -> dict[str, Any]:
-    g, opt, v, arr = cfg.grpo, cfg.optimizer, cfg.verl, "actor_rollout_ref"
+    g, opt, v = section_of(cfg, GrpoConfig), section_of(cfg, OptimizerConfig), section_of(cfg, VerlConfig)
+    arr = "actor_rollout_ref"
     return {
         f"{arr}.model.path": model_path(cfg),
         f"{arr}.model.use_remove_padding": attention.packed,
@@ -174,7 +186,7 @@ def _actor_keys(cfg: DictConfig, prompts: int, attention: Attention) -> dict[str
 
 
 def _rollout_ref_keys(cfg: DictConfig) -> dict[str, Any]:
-    g, v, arr = cfg.grpo, cfg.verl, "actor_rollout_ref"
+    g, v, arr = section_of(cfg, GrpoConfig), section_of(cfg, VerlConfig), "actor_rollout_ref"
     return {
         f"{arr}.rollout.name": str(v.rollout_engine),
         f"{arr}.rollout.n": int(g.n),
@@ -195,7 +207,8 @@ def _rollout_ref_keys(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _trainer_keys(cfg: DictConfig, run: str) -> dict[str, Any]:
-    g, sched, v, algo = cfg.grpo, cfg.schedule, cfg.verl, "algorithm"
+    g, sched, v = section_of(cfg, GrpoConfig), section_of(cfg, ScheduleConfig), section_of(cfg, VerlConfig)
+    algo = "algorithm"
     return {
         f"{algo}.adv_estimator": "grpo",
         f"{algo}.norm_adv_by_std_in_grpo": bool(g.norm_adv_by_std),
@@ -232,11 +245,12 @@ def translate(
     (default: try the import here) decides ``verl.attn_implementation=auto`` (``attention.choose_attention``).
     """
     check_supported(cfg)
-    prompts = int(cfg.grpo.train_batch_size) * (2 if trains_pairs(cfg) else 1)
+    verl = section_of(cfg, VerlConfig)
+    prompts = section_of(cfg, GrpoConfig).train_batch_size * (2 if trains_pairs(cfg) else 1)
     run = str(run_dir)
     out = {
         **_data_keys(cfg, run, prompts),
-        **_actor_keys(cfg, prompts, choose_attention(cfg.verl, flash_attn)),
+        **_actor_keys(cfg, prompts, choose_attention(verl, flash_attn)),
         **_rollout_ref_keys(cfg),
         **_trainer_keys(cfg, run),
     }
@@ -244,7 +258,7 @@ def translate(
     if address is not None:  # verl passes ray_kwargs.ray_init to ray.init(): address= joins the cluster
         out["ray_kwargs.ray_init.address"] = address
     out.update(_corewarding_worker_keys(cfg))
-    if cfg.verl.platform == "cpu":
+    if verl.platform == "cpu":
         out.update(_cpu_keys(cfg, out[ENV_VARS]))
     return out
 
@@ -254,9 +268,9 @@ def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
     the platform and its fixes: ``cpu_platform.py``). Only device plumbing changes, never the algorithm's values."""
     from corewarding.training.verl.cpu_platform import CPU_ENV  # verl: imported when used
 
-    arr, g, v = "actor_rollout_ref", cfg.grpo, cfg.verl
+    arr, g, v = "actor_rollout_ref", section_of(cfg, GrpoConfig), section_of(cfg, VerlConfig)
     ray: dict[str, Any] = {}
-    if not v.get("ray_address"):  # a Ray of its own; joining a running one (make verl-e2e's), it brings its own
+    if not v.ray_address:  # a Ray of its own; joining a running one (make verl-e2e's), it brings its own
         ray = {
             # single_controller/ray/base.py ~146: placement counts GPUs only, so Ray gets one logical GPU per rank
             "ray_kwargs.ray_init.num_gpus": int(v.nnodes) * int(v.n_gpus_per_node),
@@ -291,18 +305,19 @@ def _cpu_keys(cfg: DictConfig, env_vars: Mapping[str, str]) -> dict[str, Any]:
 def reference_dtype(cfg: DictConfig) -> str:
     """verl's dtype of the reference model: the teacher's own, else bf16 (a frozen reference only gives the KL anchor;
     verl's fp32 default doubles its pinned host memory)."""
-    teacher = cfg.method.get("teacher")
-    return TORCH_TO_VERL_DTYPE[str(teacher.dtype)] if teacher else "bf16"
+    teacher = section_of(cfg, MethodConfig).teacher
+    return TORCH_TO_VERL_DTYPE[teacher.dtype] if teacher else "bf16"
 
 
 def _corewarding_worker_keys(cfg: DictConfig) -> dict[str, Any]:
     """What our worker reads beside verl's keys, and the reference's dtype."""
-    arr = "actor_rollout_ref"
+    arr, v = "actor_rollout_ref", section_of(cfg, VerlConfig)
     return {
-        f"{arr}.corewarding_teacher": bool(cfg.method.get("teacher")),  # the worker saves/loads the teacher's shards
-        f"{arr}.corewarding_view_sum_loss": trains_pairs(cfg) and bool(cfg.verl.view_sum_loss),
+        # the worker saves/loads the teacher's shards
+        f"{arr}.corewarding_teacher": section_of(cfg, MethodConfig).teacher is not None,
+        f"{arr}.corewarding_view_sum_loss": trains_pairs(cfg) and v.view_sum_loss,
         # the chunk of every chunked statistic the probe computes (the key's name predates the statistics registry)
-        f"{arr}.corewarding_self_certainty_chunk_tokens": int(cfg.verl.self_certainty_chunk_tokens),
+        f"{arr}.corewarding_self_certainty_chunk_tokens": v.self_certainty_chunk_tokens,
         f"{arr}.ref.fsdp_config.model_dtype": reference_dtype(cfg),
     }
 
@@ -317,19 +332,19 @@ def corewarding_section(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     return {
         "cell_id": cell_of(cfg).cell_id,
         "method": OmegaConf.to_container(cfg.method, resolve=True),
-        "reward_manager": manager_name(str(cfg.method.reward)),
+        "reward_manager": manager_name(section_of(cfg, MethodConfig).reward),
         "pairs": trains_pairs(cfg),
         "vote": OmegaConf.to_container(cfg.vote, resolve=True),
         "run_dir": run,
         "metrics_file": str(metrics_file(Path(run_dir))),
         "verl_log_dir": f"{run}/{VERL_LOGS}",
-        "reward_dump": bool(cfg.verl.get("reward_dump", False)),
+        "reward_dump": section_of(cfg, VerlConfig).reward_dump,
     }
 
 
 def _exists(cfg: DictConfig, key: str) -> bool:
     parent, _, leaf = key.rpartition(".")
-    node = OmegaConf.select(cfg, parent) if parent else cfg
+    node = OmegaConf.select(cfg, parent) if parent else cfg  # raw read: verl's own tree, by the key being set
     return isinstance(node, DictConfig) and leaf in node.keys()  # noqa: SIM118  (`in` is False for ??? values)
 
 
@@ -360,7 +375,7 @@ def to_verl_config(
     verl_cfg = verl_base_config()
     apply(verl_cfg, translate(cfg, run_dir, environ, flash_attn))
     apply(verl_cfg, {"corewarding": corewarding_section(cfg, run_dir)})
-    for text in cfg.verl.get("overrides") or []:
+    for text in section_of(cfg, VerlConfig).overrides:
         key, value, add = parse_override(str(text))
         apply(verl_cfg, {key: value}, allow_new=add)
     OmegaConf.resolve(verl_cfg)
