@@ -20,6 +20,7 @@ from corewarding.errors import ExpectedError
 
 if TYPE_CHECKING:  # pandas and pyarrow load on first parquet use: small commands (rewards score) never need them
     import pandas as pd
+    import pyarrow as pa
 
 
 class SourceError(ExpectedError, ValueError):
@@ -114,6 +115,16 @@ def write_parquet_atomic(frame: pd.DataFrame | list[dict[str, Any]], path: Path)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     fields = [pa.field(f.name, pa.string()) if f.type == pa.large_string() else f for f in table.schema]
     table = table.cast(pa.schema(fields, metadata=table.schema.metadata))
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_table_atomic(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:
+    """Write ``rows`` with ``schema`` to ``path`` as parquet, atomically (the columns and types are the schema's)."""
+    import pyarrow as pa  # pyarrow: imported when used
+    import pyarrow.parquet as pq  # pyarrow: imported when used
+
+    table = pa.Table.from_pylist(rows, schema=schema)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 

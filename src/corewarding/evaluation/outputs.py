@@ -20,12 +20,11 @@ from corewarding.eval_rows import SAMPLE_CHECKERS, verdict_column, version_colum
 from corewarding.evaluation.benchmarks import Problem
 from corewarding.evaluation.metrics import MetricValue, compute_metric, normal_interval
 from corewarding.evaluation.provenance import UnitKeys, UnitSettings, digest
-from corewarding.evaluation.scoring import score_responses
+from corewarding.evaluation.scoring import Scored
 from corewarding.evaluation.targets import Target
-from corewarding.evaluation.units import METRIC_SCHEMA, SAMPLE_SCHEMA, read_json
+from corewarding.evaluation.units import METRIC_SCHEMA, SAMPLE_SCHEMA, complete_units, read_json
 from corewarding.files import atomic_path, write_json_atomic
 from corewarding.run_folder import EVAL, EVAL_INDEX, EVAL_METRICS, EVAL_SAMPLES, EVAL_UNITS
-from corewarding.settings_diff import settings_json, settings_key
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +41,13 @@ def sample_rows(
     keys: UnitKeys,
     problems: list[Problem],
     generations: list[dict[str, Any]],
-    checker: Any,
+    scored: Scored,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Score every generation under the unit's checkers; return the per-sample records (each with the version of
-    every checker that gave it a verdict, and the unit's settings key) and the counts."""
+    """The per-sample records of the ``scored`` generations (each with the version of every checker that gave it a
+    verdict, and the unit's settings key) and the counts."""
     gold_of = {p.problem_id: p.gold for p in problems}
     question = {p.problem_id: question_of(p) for p in problems}
-    responses = [g["response"] for g in generations]
     golds = [gold_of[g["problem_id"]] for g in generations]
-    scored = score_responses(responses, golds, checkers=list(unit.checkers), math_verify=checker)
     versions = {c: keys.checkers[c]["checker_version"] if c in keys.checkers else None for c in SAMPLE_CHECKERS}
     rows = []
     for i, g in enumerate(generations):
@@ -111,7 +108,7 @@ def metric_row(
         "seed": unit.seed,
         "model_revision": target.revision,
         "model": target.model_path,
-        **settings_columns(keys.checkers[checker]),
+        **keys.columns[checker],
     }
 
 
@@ -152,31 +149,17 @@ def tool_metric_rows(
     return rows
 
 
-def score_unit(
+def unit_rows(
     unit: UnitSettings,
     target: Target,
     keys: UnitKeys,
     problems: list[Problem],
     generations: list[dict[str, Any]],
-    checker: Any,
+    scored: Scored,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, int]]:
-    """A math unit's sample records, metric rows and counts from its generations."""
-    samples, counts = sample_rows(unit, target, keys, problems, generations, checker)
+    """A math unit's sample records, metric rows and counts from its ``scored`` generations."""
+    samples, counts = sample_rows(unit, target, keys, problems, generations, scored)
     return samples, math_metric_rows(unit, target, keys, group_by_problem(problems, samples)), counts
-
-
-def settings_columns(settings: dict[str, Any]) -> dict[str, str]:
-    """The ``settings`` and ``settings_key`` columns of a metric row."""
-    return {"settings": settings_json(settings), "settings_key": settings_key(settings)}
-
-
-def _complete_units(units_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    units = []
-    for marker in sorted(units_dir.glob("*/*/unit.json")):
-        record = read_json(marker)
-        if record is not None and (marker.parent / "metrics.parquet").is_file():
-            units.append((marker.parent, record))
-    return units
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -195,11 +178,11 @@ def _concat(paths: list[Path], schema: pa.Schema) -> pa.Table:
 def combine_units(out_dir: Path) -> bool:
     """Write ``eval/metrics.parquet`` and ``eval/samples.parquet`` from every complete unit; False if unchanged."""
     eval_dir = out_dir / EVAL
-    units = _complete_units(out_dir / EVAL_UNITS)
+    units = complete_units(out_dir / EVAL_UNITS)
     if not units:
         return False
-    fingerprint = digest([(str(root.relative_to(eval_dir)), record) for root, record in units])
     index = read_json(out_dir / EVAL_INDEX)
+    fingerprint = digest([(str(root.relative_to(eval_dir)), record) for root, record in units])
     outputs = [out_dir / EVAL_METRICS, out_dir / EVAL_SAMPLES]
     if index and index.get("fingerprint") == fingerprint and all(p.is_file() for p in outputs):
         return False

@@ -32,10 +32,11 @@ from corewarding.files import file_sha256
 from corewarding.grading import answers, equivalence, math_verify_worker
 from corewarding.lm.generation import SamplingSettings, vllm_dtype
 from corewarding.schemas import BenchmarkConfig, BootstrapConfig, GenerationConfig, MathVerifyConfig, typed
-from corewarding.settings_diff import settings_key
+from corewarding.settings_diff import settings_json, settings_key
 
 # the benchmark's settings a math unit's generations depend on (besides the sampling)
 GENERATION_FIELDS = ("name", "system_prompt", "answer_field", "limit")
+KeyInputs = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]  # what the keys hash: material, scoring, settings
 
 
 def digest(material: Any) -> str:
@@ -97,7 +98,8 @@ def generation_settings(generation: GenerationConfig) -> dict[str, Any]:
 @dataclass(frozen=True)
 class UnitKeys:
     """A unit's identity: the key of what shaped its generations (``material``), the key of how they are scored,
-    its settings with their key, and each checker's settings (the unit's plus the checker and its version)."""
+    its settings with their key, and each checker's settings (the unit's plus the checker and its version) with the
+    columns they give its metric rows (``settings``, ``settings_key``)."""
 
     generation: str
     scoring: str
@@ -105,10 +107,22 @@ class UnitKeys:
     settings: dict[str, Any]
     settings_key: str
     checkers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    columns: dict[str, dict[str, str]] = field(default_factory=dict)  # per checker: its metric rows' settings columns
+
+    @classmethod
+    def of(
+        cls, material: dict[str, Any], scoring: dict[str, Any], settings: dict[str, Any], checkers: dict[str, Any]
+    ) -> UnitKeys:
+        """The keys of what shaped a unit's generations (``material``), of how they are scored, and of its
+        ``settings``; with each checker's settings and the columns its metric rows carry."""
+        generation, scoring_key = digest(material), digest(scoring)
+        columns = {checker: settings_columns(found) for checker, found in checkers.items()}
+        return cls(generation, scoring_key, material, settings, settings_key(settings), checkers, columns)
 
     def with_tool(self, tool: str, tool_version: str | None) -> UnitKeys:
         """These keys with an external tool as the checker (known once the tool has run)."""
-        return replace(self, checkers={tool: checker_settings(self.settings, tool, tool_version)})
+        found = checker_settings(self.settings, tool, tool_version)
+        return replace(self, checkers={tool: found}, columns={tool: settings_columns(found)})
 
 
 @dataclass(frozen=True)
@@ -124,6 +138,7 @@ class UnitSettings:
     chunk_size: int
     checkers: tuple[str, ...]
     math_verify_timeout_s: float
+    math_verify_workers: int | None  # None: one per core
     bootstrap: BootstrapConfig
     engine: dict[str, Any]  # generation_settings
     composed_generation: dict[str, Any]  # the generation section as composed (vLLM's dtype: the one it runs with)
@@ -135,6 +150,8 @@ class UnitSettings:
         """The settings of ``cfg``'s benchmark (a config of ``configs/eval.yaml``)."""
         bench = typed(BenchmarkConfig, cfg.benchmark, "benchmark")
         generation = typed(GenerationConfig, cfg.generation, "generation")
+        verify = typed(MathVerifyConfig, cfg.math_verify, "math_verify")
+        bootstrap = typed(BootstrapConfig, cfg.bootstrap, "bootstrap")
         composed: dict[str, Any] = OmegaConf.to_container(cfg.generation)  # type: ignore[assignment]  # a mapping
         if generation.backend == "vllm":
             composed["dtype"] = vllm_dtype(generation.dtype)
@@ -150,8 +167,9 @@ class UnitSettings:
             seed=int(cfg.seed),
             chunk_size=int(cfg.chunk_size),
             checkers=tuple(str(c) for c in cfg.checkers),
-            math_verify_timeout_s=float(typed(MathVerifyConfig, cfg.math_verify, "math_verify").timeout_s),
-            bootstrap=typed(BootstrapConfig, cfg.bootstrap, "bootstrap"),
+            math_verify_timeout_s=float(verify.timeout_s),
+            math_verify_workers=verify.workers,
+            bootstrap=bootstrap,
             engine=generation_settings(generation),
             composed_generation=composed,
             composed_benchmark=OmegaConf.to_container(cfg.benchmark),  # type: ignore[arg-type]  # a mapping
@@ -178,8 +196,20 @@ class UnitSettings:
             "model_revision": target.revision,
         }
 
-    def math_keys(self, target: Target, data_path: Path, problems: Sequence[Problem]) -> UnitKeys:
-        """A math unit's keys: its generations come from ``data_path``'s ``problems``."""
+    def keys(self, target: Target, data_path: Path | None = None, problems: Sequence[Problem] = ()) -> UnitKeys:
+        """A unit's keys: a math unit's generations come from ``data_path``'s ``problems``; an external unit (no data
+        path) has one key of everything that shapes its result, and the tool as its checker once it has run
+        (``UnitKeys.with_tool``)."""
+        if data_path is None:
+            material, scoring, settings = self._external_inputs(target)
+            checkers: dict[str, dict[str, Any]] = {}
+        else:
+            material, scoring, settings = self._math_inputs(target, data_path, problems)
+            checkers = {c: checker_settings(settings, c) for c in self.checkers}
+        return UnitKeys.of(material, scoring, settings, checkers)
+
+    def _math_inputs(self, target: Target, data_path: Path, problems: Sequence[Problem]) -> KeyInputs:
+        """What shaped a math unit's generations, how they are scored, and its settings."""
         data_sha256 = file_sha256(data_path)
         material = {
             "model_revision": target.revision,
@@ -198,22 +228,19 @@ class UnitSettings:
             "seed": self.seed,
         }
         prompt = prompt_of(problems, str(self.benchmark.system_prompt))
-        settings = self.settings(target, data_sha256, prompt, self.sampling.n)
-        checkers = {c: checker_settings(settings, c) for c in self.checkers}
-        return UnitKeys(digest(material), digest(scoring), material, settings, settings_key(settings), checkers)
+        return material, scoring, self.settings(target, data_sha256, prompt, self.sampling.n)
 
-    def external_keys(self, target: Target) -> UnitKeys:
-        """An external benchmark's keys: one key of everything that shapes its result (the tool reads its own copy of
-        the benchmark, so the settings have no benchmark SHA-256); the checker is the tool (``UnitKeys.with_tool``)."""
+    def _external_inputs(self, target: Target) -> KeyInputs:
+        """What shapes an external unit's result, which is also how it is scored (one key), and its settings (the tool
+        reads its own copy of the benchmark: they have no benchmark SHA-256)."""
         material = {
             "model_revision": target.revision,
             "benchmark": self.composed_benchmark,
             "backend": self.generation.backend,
             "seed": self.seed,
         }
-        key = digest(material)
         settings = self.settings(target, None, self.benchmark.system_prompt or "", self.benchmark.n)
-        return UnitKeys(key, key, material, settings, settings_key(settings))
+        return material, material, settings
 
 
 # The modules whose code decides a checker's verdict: the strict checker's normalisation, math-verify's wrapper (what
@@ -249,3 +276,8 @@ def checker_version(checker: str, tool_version: str | None = None) -> str:
 def checker_settings(settings: Mapping[str, Any], checker: str, tool_version: str | None = None) -> dict[str, Any]:
     """A unit's settings with the checker that scored a row and its version (``checker_version``)."""
     return {**settings, "checker_tool": checker, "checker_version": checker_version(checker, tool_version)}
+
+
+def settings_columns(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The ``settings`` and ``settings_key`` columns of a metric row scored under ``settings`` (a checker's)."""
+    return {"settings": settings_json(settings), "settings_key": settings_key(settings)}

@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from corewarding.eval_rows import SAMPLE_CHECKERS
+from corewarding.evaluation.benchmarks import Problem
 from corewarding.grading.answers import extract_boxed_answer, is_equiv_strict
 from corewarding.grading.equivalence import MathVerifyChecker, Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHECKERS", "Scored", "score_responses"]
+__all__ = ["CHECKERS", "Scored", "score_generations", "score_responses"]
 
 CHECKERS = SAMPLE_CHECKERS  # strict, math_verify: the checkers that judge each sample (eval_rows.CHECKER_TABLE)
 
@@ -121,3 +123,16 @@ def score_responses(
             len(responses),
         )
     return Scored(extracted=extracted, correct_strict=strict, correct_math_verify=verified, counts=counts)
+
+
+def score_generations(
+    generations: Sequence[dict[str, Any]],
+    problems: Sequence[Problem],
+    checkers: Sequence[str],
+    math_verify: MathVerifyChecker | None = None,
+) -> Scored:
+    """Score a unit's generations (each names its ``problem_id`` and holds a ``response``) against the golds of
+    their problems (:func:`score_responses`, in the order of the generations)."""
+    gold_of = {p.problem_id: p.gold for p in problems}
+    responses = [g["response"] for g in generations]
+    return score_responses(responses, [gold_of[g["problem_id"]] for g in generations], checkers, math_verify)

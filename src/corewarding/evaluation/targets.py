@@ -1,7 +1,8 @@
 """What gets evaluated: a model (Hub id or folder) or every saved checkpoint step of a run, with its revision.
 
 A target's ``revision`` pins exactly which weights were evaluated: a Hub id resolves to its commit, a folder to a
-fingerprint of its files (names, sizes and content hashes; files over 64 MiB hash their first and last MiB).
+fingerprint of its files (names, sizes and content hashes; files over 64 MiB hash their first and last MiB). A saved
+step's signature (names, sizes and modification times: read without hashing a weight) says whether it was saved again.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,13 +142,32 @@ def base_model_target(run_dir: Path) -> Target:
     return model_target(base_model_source(OmegaConf.create(raw)))
 
 
+def checkpoint_signature(saved: Mapping[int, Path]) -> dict[str, str]:
+    """Per saved step (``saved_checkpoints``), a digest of its files' names, sizes and modification times: a step
+    saved again (a resumed or retrained run) gets a new signature, so its evaluation is redone."""
+    signature = {}
+    for step, folder in sorted(saved.items()):
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        signature[str(step)] = digest.hexdigest()[:16]
+    return signature
+
+
+def step_targets(run_dir: Path, saved: Mapping[int, Path], steps: str = "all") -> list[Target]:
+    """The targets of a run's saved checkpoint steps (``saved_checkpoints``): ``all``, ``last`` or the listed ones."""
+    targets = []
+    for step in select_steps(sorted(saved), steps):
+        folder = hf_model_folder(run_dir, step, saved[step])
+        targets.append(Target(step, str(folder), folder_fingerprint(folder)))
+    return targets
+
+
 def run_targets(run_dir: Path, steps: str = "all", include_base: bool = False) -> list[Target]:
     """The targets of a run: its saved checkpoint steps (and its base model first, when asked)."""
     saved = saved_checkpoints(checkpoints_dir(run_dir))
     if not saved:
         raise FileNotFoundError(f"{checkpoints_dir(run_dir)}: no saved checkpoint (global_step_N/model or /actor)")
-    targets = [base_model_target(run_dir)] if include_base else []
-    for step in select_steps(sorted(saved), steps):
-        folder = hf_model_folder(run_dir, step, saved[step])
-        targets.append(Target(step, str(folder), folder_fingerprint(folder)))
-    return targets
+    base = [base_model_target(run_dir)] if include_base else []
+    return base + step_targets(run_dir, saved, steps)

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corewarding.eval_rows import GENERATION_COLUMNS, METRIC_TABLE, SAMPLE_TABLE, arrow_schema, columns
-from corewarding.files import atomic_path, write_json_atomic
+from corewarding.files import write_json_atomic, write_table_atomic
 
 
 @dataclass
@@ -40,11 +39,14 @@ METRIC_SCHEMA = arrow_schema(METRIC_TABLE)
 GENERATION_SCHEMA = arrow_schema(columns(SAMPLE_TABLE, GENERATION_COLUMNS))  # as the samples spell them
 
 
-def write_table_atomic(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:
-    """Write ``rows`` with ``schema`` to ``path`` as parquet, all or nothing."""
-    table = pa.Table.from_pylist(rows, schema=schema)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+@dataclass(frozen=True)
+class UnitOutputs:
+    """What a finished unit writes: its per-sample records (None: an external unit has none), its metric rows, and
+    the record of its keys (``unit.json``)."""
+
+    samples: list[dict[str, Any]] | None
+    metrics: list[dict[str, Any]]
+    record: dict[str, Any]
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -54,6 +56,17 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def complete_units(units_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every complete unit under ``units_dir`` (its ``unit.json`` readable and its metrics written), with that record,
+    in path order."""
+    units = []
+    for marker in sorted(units_dir.glob("*/*/unit.json")):
+        record = read_json(marker)
+        if record is not None and (marker.parent / "metrics.parquet").is_file():
+            units.append((marker.parent, record))
+    return units
 
 
 @dataclass(frozen=True)
@@ -117,15 +130,13 @@ class UnitPaths:
         write_json_atomic({"generation_key": key, **material}, self.generation_key)
         shutil.rmtree(self.root / ".chunks", ignore_errors=True)
 
-    def write_outputs(
-        self, samples: list[dict[str, Any]] | None, metrics: list[dict[str, Any]], record: dict[str, Any]
-    ) -> None:
-        """Write the unit's samples (None: an external unit has none) and metrics, then its ``unit.json`` (the marker
-        that the unit is complete)."""
+    def write_outputs(self, outputs: UnitOutputs) -> None:
+        """Write the unit's samples (an external unit has none) and metrics, then its ``unit.json`` (the marker that
+        the unit is complete)."""
         self.unit.unlink(missing_ok=True)
-        if samples is not None:
-            write_table_atomic(samples, SAMPLE_SCHEMA, self.samples)
+        if outputs.samples is not None:
+            write_table_atomic(outputs.samples, SAMPLE_SCHEMA, self.samples)
         else:
             self.samples.unlink(missing_ok=True)
-        write_table_atomic(metrics, METRIC_SCHEMA, self.metrics)
-        write_json_atomic(record, self.unit)
+        write_table_atomic(outputs.metrics, METRIC_SCHEMA, self.metrics)
+        write_json_atomic(outputs.record, self.unit)

@@ -7,20 +7,15 @@ cell whose saved steps were all evaluated on the same benchmark settings is not 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from corewarding.evaluation.eval_config import benchmark_configs, configs_sha256, expand_benchmarks
-from corewarding.evaluation.targets import run_targets, saved_checkpoints
 from corewarding.files import disk_full
 from corewarding.pipeline.cells import CellPlan
 from corewarding.pipeline.dvc import DvcLockError
-from corewarding.run_folder import EVAL_STAMP, checkpoints_dir, eval_dir
 from corewarding.training import backend
 from corewarding.training.common import accepted_config_hashes, training_config_hash
 from corewarding.training.run_record import data_files, read_record
@@ -109,64 +104,19 @@ def train_cell(plan: CellPlan, force: bool = False) -> StepResult:
 
 
 # ---- evaluate ----------------------------------------------------------------------------------------------------
-def checkpoint_signature(run_dir: Path) -> dict[str, str]:
-    """Per saved step, a digest of its files' names, sizes and modification times: a step saved again (a resumed
-    or retrained run) gets a new signature, so its evaluation is redone."""
-
-    signature = {}
-    for step, folder in sorted(saved_checkpoints(checkpoints_dir(run_dir)).items()):
-        digest = hashlib.sha256()
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            stat = path.stat()
-            digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-        signature[str(step)] = digest.hexdigest()[:16]
-    return signature
-
-
-def _evaluation_inputs(plan: CellPlan) -> tuple[list[Any], dict[str, Any]]:
-    """The benchmark configs of the cell's matrix and the stamp that a complete evaluation with them leaves."""
-
-    names = expand_benchmarks(plan.matrix.eval_benchmarks)
-    configs = benchmark_configs(names, plan.evaluation_overrides())
-    stamp = {
-        "steps": checkpoint_signature(plan.run_dir),
-        "benchmarks": names,
-        "settings_sha256": configs_sha256(configs),
-    }
-    return configs, stamp
-
-
-def _read_stamp(path: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
-
-
 def evaluate_cell(plan: CellPlan, force: bool = False) -> StepResult:
     """Evaluate every saved checkpoint step on the matrix's benchmarks; skipped when already done (unless forced)."""
-    from corewarding.evaluation.harness import (
-        evaluate_targets,  # pyarrow: imported when used
-    )
+    from corewarding.evaluation.run_eval import evaluate_run  # pyarrow: imported when used
 
-    configs, stamp = _evaluation_inputs(plan)
-    stamp_path = eval_dir(plan.run_dir) / EVAL_STAMP
-    stored = _read_stamp(stamp_path)
-    if not force and stored == stamp:
-        return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "every saved step evaluated"})
-    if not stamp["steps"]:
-        if stored is not None:  # checkpoints removed after evaluation: what was measured stays
-            return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": "no checkpoint left; evaluated before"})
-        raise FileNotFoundError(f"{checkpoints_dir(plan.run_dir)}: no saved checkpoint to evaluate")
-    outcomes = evaluate_targets(run_targets(plan.run_dir, "all"), configs, plan.run_dir)
-    failed = [f"{o.step}/{o.benchmark}: {o.message}" for o in outcomes if o.status == "failed"]
+    run = evaluate_run(plan.run_dir, plan.matrix.eval_benchmarks, plan.evaluation_overrides(), force)
+    if run.skipped is not None:
+        return StepResult(plan.cell_id, "evaluate", "skipped", {"reason": run.skipped})
+    failed = [f"{o.step}/{o.benchmark}: {o.message}" for o in run.failed]
     if failed:
         raise EvaluationFailed(f"{plan.cell_id}: {len(failed)} evaluation unit(s) failed: {'; '.join(failed)}")
-    tmp = stamp_path.with_name(f".{EVAL_STAMP}.tmp")
-    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
-    tmp.replace(stamp_path)
+    outcomes = run.outcomes
     counts = {status: sum(o.status == status for o in outcomes) for status in sorted({o.status for o in outcomes})}
-    return StepResult(plan.cell_id, "evaluate", "done", {"units": counts, "steps": [int(s) for s in stamp["steps"]]})
+    return StepResult(plan.cell_id, "evaluate", "done", {"units": counts, "steps": run.steps})
 
 
 # ---- ingest and publish ------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from corewarding.lm.generation import Completion, SamplingSettings
 from corewarding.results.ingest.evaluation import insert_eval_metrics, insert_eval_samples
 from corewarding.results.store import store
 from corewarding.rows import make_row
+from corewarding.settings_diff import settings_json, settings_key
 
 REPLIES = {"1+1": ["\\boxed{2}", "\\boxed{3}"], "2+5": ["\\boxed{7}", "the answer is seven and"]}
 
@@ -90,12 +91,12 @@ def _math_unit(tmp_path: Path) -> tuple[UnitSettings, Path, list[Problem]]:
 def test_an_external_row_has_the_shape_of_a_math_row(tmp_path: Path) -> None:
     target = Target(3, str(tmp_path), "sha256:0123456789abcdef")
     unit, data, problems = _math_unit(tmp_path)
-    keys = unit.math_keys(target, data, problems)
+    keys = unit.keys(target, data, problems)
     grouped = [[{"correct_strict": True, "correct_math_verify": True, "extracted_answer": "2"}]]
     math_rows = math_metric_rows(unit, target, keys, grouped)
     [ifeval] = benchmark_configs(["ifeval"], [])
     external = UnitSettings.from_config(ifeval)
-    tool_keys = external.external_keys(target).with_tool("lm_eval", "0.4.9")
+    tool_keys = external.keys(target).with_tool("lm_eval", "0.4.9")
     tool_rows = tool_metric_rows(
         external, target, tool_keys, "lm_eval", {"score": 0.5, "other": 0.25}, {"score": 0.1}, 541
     )
@@ -115,7 +116,7 @@ def test_unit_keys_are_the_keys_stored_before(tmp_path: Path) -> None:
     """The keys of a fixed config, as the code before UnitSettings computed them: outputs on disk stay unchanged."""
     target = Target(3, str(tmp_path), "sha256:0123456789abcdef")
     unit, data, problems = _math_unit(tmp_path)
-    keys = unit.math_keys(target, data, problems)
+    keys = unit.keys(target, data, problems)
     assert (keys.generation, keys.scoring) == ("ea97b12a82633a98", "359c6aa090c4015a")
     # by hand: the scoring key is the first 16 hex of the SHA-256 of the sorted JSON of how generations are scored
     by_hand = {"checkers": ["strict", "math_verify"], "math_verify_timeout_s": 5.0, "metrics": ["pass@1"],
@@ -124,11 +125,14 @@ def test_unit_keys_are_the_keys_stored_before(tmp_path: Path) -> None:
     assert keys.material["sampling"] == {"n": 1, "temperature": 0.8, "top_p": 1.0, "max_new_tokens": 3072}
     assert keys.settings["prompt"] == "think" and keys.settings["benchmark_sha256"] == keys.material["data_sha256"]
     assert set(keys.checkers) == {"strict", "math_verify"}
+    strict = keys.checkers["strict"]  # each checker's row columns: its settings and their key, computed once
+    assert keys.columns["strict"] == {"settings": settings_json(strict), "settings_key": settings_key(strict)}
+    assert keys.columns["strict"]["settings_key"] != keys.columns["math_verify"]["settings_key"]
 
     [greedy] = benchmark_configs(["math500"], ["benchmark.temperature=0", "benchmark.n=4"])
     assert UnitSettings.from_config(greedy).sampling.n == 1  # greedy: one sample whatever n says
 
     [ifeval] = benchmark_configs(["ifeval"], [])
-    external = UnitSettings.from_config(ifeval).external_keys(target)
+    external = UnitSettings.from_config(ifeval).keys(target)  # no data file: an external unit's keys
     assert external.generation == external.scoring == "be9dd7564a2de079"
-    assert external.settings["benchmark_sha256"] is None and external.checkers == {}
+    assert external.settings["benchmark_sha256"] is None and external.checkers == external.columns == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from corewarding.config import CONFIG_DIR_ENV, compose_config, config_dir
 from corewarding.evaluation.external import RunSettings, external_benchmarks, missing_reason, run_external
 from corewarding.evaluation.external.lm_eval_tasks import build_lm_eval_call, lm_eval_task, parse_lm_eval_results
-from corewarding.evaluation.external_units import evaluate_external_unit
+from corewarding.evaluation.harness import ModelHandle, evaluate_unit
 from corewarding.evaluation.provenance import UnitSettings
 from corewarding.evaluation.targets import Target
 
@@ -108,7 +109,18 @@ def test_the_new_benchmark_runs_as_a_unit(
 
     cfg = compose_config(["benchmark=gpqa_diamond", "seed=5"], config_name="eval")
     target = Target(step=None, model_path="m", revision="r")
-    outcome = evaluate_external_unit(UnitSettings.from_config(cfg), target, tmp_path / "units")
+    handle = ModelHandle(target, lambda cfg, path: pytest.fail("an external unit loads no model"))
+    unit = UnitSettings.from_config(cfg)
+    outcome = evaluate_unit(cfg, unit, target, tmp_path / "units", handle, None)
     assert (outcome.status, outcome.metrics) == ("evaluated", {"accuracy": 0.30})
     assert calls[-1]["model"] == "hf" and calls[-1]["random_seed"] == 5  # generation=transformers: lm-eval's hf
     assert calls[-1]["tasks"] == ["gpqa_diamond_cot_zeroshot"]
+    folder = tmp_path / "units" / "base" / "gpqa_diamond"
+    record = json.loads((folder / "unit.json").read_text())
+    assert (record["tool"], (folder / "metrics.parquet").is_file(), (folder / "samples.parquet").exists()) == (
+        "lm_eval",
+        True,
+        False,
+    )
+    assert evaluate_unit(cfg, unit, target, tmp_path / "units", handle, None).status == "unchanged"
+    assert len(calls) == 2  # the direct run above and the unit's: the unchanged unit ran nothing
