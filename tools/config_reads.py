@@ -1,7 +1,7 @@
-"""Count the raw reads of the composed Hydra config outside ``schemas.py``: what ``make lint`` holds to a budget.
+"""Count the raw reads of the composed Hydra config outside the ``schemas`` package: what ``make lint`` budgets.
 
 A raw read takes a value by a string key from a config object instead of from a typed section
-(``schemas.py``): ``cfg.get("k")``, ``cfg["k"]`` or ``OmegaConf.select(cfg, "k")``. A config object is a
+(``corewarding.schemas``): ``cfg.get("k")``, ``cfg["k"]`` or ``OmegaConf.select(cfg, "k")``. A config object is a
 parameter annotated ``DictConfig``, a name assigned from ``compose_config``, ``load_group_option``,
 ``OmegaConf.load``/``create``/``select``, or any attribute, item or ``.get`` of one (``method = cfg.method``).
 Attribute reads of a config object (``cfg.grpo.n``) are counted too, and listed with ``--attributes``; they have no
@@ -26,7 +26,7 @@ from pathlib import Path
 CONFIG_SOURCES = {"compose_config", "load_group_option", "compose_eval_config", "compose_data_config"}
 OMEGACONF_SOURCES = {"load", "create", "select", "merge"}
 REASON = "# raw read:"
-EXEMPT = {"schemas.py"}
+EXEMPT = {"schemas"}  # package folders whose modules are not counted: the typed sections read the config by key
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,12 @@ def reads_in(path: Path) -> list[Read]:
     return scope.reads
 
 
+def exempt(path: Path, root: Path) -> bool:
+    """Whether ``path`` lies in an EXEMPT folder: ``root`` itself or one below it (a root named as a file: its own)."""
+    folders = (root.name, *path.relative_to(root).parts[:-1]) if root.is_dir() else (path.parent.name,)
+    return not EXEMPT.isdisjoint(folders)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("roots", nargs="+", type=Path)
@@ -173,8 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print every raw string read")
     parser.add_argument("--attributes", action="store_true", help="print every attribute read too")
     args = parser.parse_args(argv)
-    files = sorted(p for root in args.roots for p in ([root] if root.is_file() else root.rglob("*.py")))
-    reads = [r for p in files if p.name not in EXEMPT for r in reads_in(p)]
+    found = [(p, root) for root in args.roots for p in ([root] if root.is_file() else root.rglob("*.py"))]
+    files = sorted(p for p, root in found if not exempt(p, root))
+    reads = [r for p in files for r in reads_in(p)]
     strings = [r for r in reads if r.kind == "string"]
     attributes = [r for r in reads if r.kind == "attribute"]
     for r in strings if args.list or args.attributes else []:

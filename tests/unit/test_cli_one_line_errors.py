@@ -64,7 +64,7 @@ def test_a_run_dir_name_too_long_is_one_line(tmp_path: Path) -> None:
 
 # Our errors that the command line prints as one line, by the module that defines each.
 OURS = (
-    ("corewarding.schemas", "ConfigError"),
+    ("corewarding.schemas.reading", "ConfigError"),
     ("corewarding.files", "SourceError"),
     ("corewarding.pipeline.dvc", "DvcError"),
     ("corewarding.checkpoint_manifest", "CheckpointError"),
