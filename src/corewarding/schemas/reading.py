@@ -75,7 +75,7 @@ def _hints(schema: type) -> dict[str, Any]:
     return typing.get_type_hints(schema)
 
 
-_MODULE = re.compile(r"\b(?:[a-z_]+\.)+(?=[A-Za-z_]+\b)")  # a module path before a name (typing., corewarding.schemas.training.)
+_MODULE = re.compile(r"\b(?:[a-z_]+\.)+(?=[A-Za-z_]+\b)")  # typing., corewarding.schemas.training.
 
 
 def _name(hint: Any) -> str:
