@@ -86,6 +86,15 @@ def _first_bad(con: duckdb.DuckDBPyConnection, where: str) -> tuple[object, ...]
     ).fetchone()
 
 
+def _refuse_duplicates(con: duckdb.DuckDBPyConnection, path: Path, key: tuple[str, ...]) -> None:
+    """EvalFileError naming the first ``key`` that more than one incoming row holds."""
+    dup = con.execute(
+        f"SELECT {', '.join(key)}, count(*) FROM incoming GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
+    ).fetchone()
+    if dup is not None:
+        raise EvalFileError(f"{path}: {'/'.join(key)} {dup[: len(key)]} appears {dup[len(key)]} times")
+
+
 def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path, source: str = "reproduced") -> int:
     """Check and insert ``eval/metrics.parquet`` (``source``: reproduced or released); return the rows inserted.
 
@@ -103,12 +112,7 @@ def insert_eval_metrics(con: duckdb.DuckDBPyConnection, run_id: str, path: Path,
         bad = _first_bad(con, where)
         if bad is not None:
             raise EvalFileError(f"{path}: row {bad[0]}: {requirement} (got {bad[1:]})")
-    dup = con.execute(
-        "SELECT step, benchmark, checker, metric, settings_key, count(*) FROM incoming GROUP BY ALL "
-        "HAVING count(*) > 1 LIMIT 1"
-    ).fetchone()
-    if dup is not None:
-        raise EvalFileError(f"{path}: step/benchmark/checker/metric/settings_key {dup[:5]} appears {dup[5]} times")
+    _refuse_duplicates(con, path, ("step", "benchmark", "checker", "metric", "settings_key"))
     if source not in SOURCES:
         raise ValueError(f"source={source!r}: one of {', '.join(SOURCES)}")
     names = ", ".join(c.name for c in METRIC_COLUMNS[2:])  # after step and benchmark
@@ -126,14 +130,7 @@ def insert_eval_samples(con: duckdb.DuckDBPyConnection, run_id: str, path: Path)
     bad = _first_bad(con, "benchmark IS NULL OR problem_id IS NULL OR sample_index IS NULL")
     if bad is not None:
         raise EvalFileError(f"{path}: row {bad[0]}: benchmark, problem_id and sample_index must be set")
-    dup = con.execute(
-        "SELECT step, benchmark, problem_id, sample_index, settings_key, count(*) FROM incoming "
-        "GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
-    ).fetchone()
-    if dup is not None:
-        raise EvalFileError(
-            f"{path}: step/benchmark/problem_id/sample_index/settings_key {dup[:5]} appears {dup[5]} times"
-        )
+    _refuse_duplicates(con, path, ("step", "benchmark", "problem_id", "sample_index", "settings_key"))
     fill_checker_versions(con, run_id)
     names = ", ".join(c.name for c in SAMPLE_COLUMNS)
     return _insert(
